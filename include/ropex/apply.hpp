@@ -1,0 +1,188 @@
+// Front-end: rotary_embedding validates once and computes frequencies once; its apply() checks
+// the call (sizes, pointers, positions) before touching data, then streams tokens through the
+// kernel chosen in kernels/dispatch.hpp. cos/sin of a token are computed once for all its heads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "ropex/angles.hpp"
+#include "ropex/config.hpp"
+#include "ropex/frequencies.hpp"
+#include "ropex/kernels/dispatch.hpp"
+#include "ropex/policies.hpp"
+#include "ropex/table.hpp"
+#include "ropex/types.hpp"
+#include "ropex/view.hpp"
+
+namespace ropex {
+
+class rotary_embedding {
+ public:
+  // Pairs whose cos/sin are formed per step on the stack: 128 covers rotary_dim 256 in one step.
+  static constexpr int chunk_pairs = 128;
+
+  // Throws std::invalid_argument naming the field for an invalid config or policy.
+  // seq_len selects the dynamic_ntk base and the longrope short/long list (pure function of it).
+  template <class Policy>
+  rotary_embedding(const rope_config& config, const Policy& policy, std::int64_t seq_len = 0)
+      : config_(config), freqs_(make_frequencies(config, policy, seq_len)) {}
+
+  const frequencies& freqs() const { return freqs_; }
+  const rope_config& config() const { return config_; }
+  int rotary_dim() const { return rotary_dim_of(config_); }
+  int pairs() const { return pair_count(config_); }
+
+  // Cache of cos/sin rows for positions [0, positions), attention factor included.
+  cos_sin_table make_table(std::int64_t positions) const { return cos_sin_table(freqs_, positions); }
+
+  // ---- rotation by the position: x <- m R(p) x ------------------------------------------------
+  // x is [tokens][heads][head_dim] contiguous; positions has `tokens` entries.
+  template <class T>
+  void apply(T* x, std::int64_t tokens, std::int64_t heads, const std::int64_t* positions) const {
+    apply(contiguous_view(x, tokens, heads, config_.head_dim), positions);
+  }
+  template <class T>
+  void apply(tensor_view<T> x, const std::int64_t* positions) const {
+    check(x, "x");
+    check_positions(positions, x.tokens);
+    rotate(&x, 1, positions, 0, freqs_.attention_factor, +1);
+  }
+  // q and k of the same tokens in one pass (GQA: their head counts may differ).
+  template <class T>
+  void apply(tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions) const {
+    check_pair(q, k);
+    check_positions(positions, q.tokens);
+    tensor_view<T> views[2] = {q, k};
+    rotate(views, 2, positions, 0, freqs_.attention_factor, +1);
+  }
+
+  // ---- the same through a precomputed table (positions must lie in [0, table.positions())) ---
+  template <class T>
+  void apply(T* x, std::int64_t tokens, std::int64_t heads, const std::int64_t* positions,
+             const cos_sin_table& table) const {
+    apply(contiguous_view(x, tokens, heads, config_.head_dim), positions, table);
+  }
+  template <class T>
+  void apply(tensor_view<T> x, const std::int64_t* positions, const cos_sin_table& table) const {
+    check(x, "x");
+    check_table(table, positions, x.tokens);
+    rotate_with_table(&x, 1, positions, table);
+  }
+  template <class T>
+  void apply(tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions, const cos_sin_table& table) const {
+    check_pair(q, k);
+    check_table(table, positions, q.tokens);
+    tensor_view<T> views[2] = {q, k};
+    rotate_with_table(views, 2, positions, table);
+  }
+
+  // ---- inverse: x <- R(-p) x / m, so apply_inverse(apply(x)) == x up to rounding ----------------
+  template <class T>
+  void apply_inverse(T* x, std::int64_t tokens, std::int64_t heads, const std::int64_t* positions) const {
+    apply_inverse(contiguous_view(x, tokens, heads, config_.head_dim), positions);
+  }
+  template <class T>
+  void apply_inverse(tensor_view<T> x, const std::int64_t* positions) const {
+    check(x, "x");
+    check_positions(positions, x.tokens);
+    rotate(&x, 1, positions, 0, 1 / freqs_.attention_factor, -1);
+  }
+
+  // ---- context shift: re-rotate cached keys from p to p + delta: x <- R(delta) x ----------------
+  // The attention factor is already in the cached keys and is not applied again. delta may be < 0.
+  template <class T>
+  void shift(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t delta) const {
+    shift(contiguous_view(x, tokens, heads, config_.head_dim), delta);
+  }
+  template <class T>
+  void shift(tensor_view<T> x, std::int64_t delta) const {
+    check(x, "x");
+    check_position(delta, "delta");
+    rotate(&x, 1, nullptr, delta, 1.0, +1);
+  }
+  // Per-token deltas (`tokens` entries).
+  template <class T>
+  void shift(tensor_view<T> x, const std::int64_t* deltas) const {
+    check(x, "x");
+    check_positions(deltas, x.tokens, "deltas");
+    rotate(&x, 1, deltas, 0, 1.0, +1);
+  }
+
+ private:
+  template <class T>
+  void check(const tensor_view<T>& v, const char* name) const {
+    static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
+    detail::validate_view(v, config_.head_dim, name);
+  }
+  template <class T>
+  void check_pair(const tensor_view<T>& q, const tensor_view<T>& k) const {
+    check(q, "q");
+    check(k, "k");
+    detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
+  }
+  static void check_position(std::int64_t p, const std::string& name) {
+    detail::require(p >= -detail::max_abs_position && p <= detail::max_abs_position, name,
+                    "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
+  }
+  static void check_positions(const std::int64_t* positions, std::int64_t tokens, const char* name = "positions") {
+    if (tokens == 0) return;
+    detail::require(positions != nullptr, name, "is null with tokens > 0");
+    for (std::int64_t t = 0; t < tokens; ++t) check_position(positions[t], std::string(name) + "[" + std::to_string(t) + "]");
+  }
+  void check_table(const cos_sin_table& table, const std::int64_t* positions, std::int64_t tokens) const {
+    detail::require(table.pairs() == pairs(), "table", "was built for a different rotary_dim");
+    if (tokens == 0) return;
+    detail::require(positions != nullptr, "positions", "is null with tokens > 0");
+    for (std::int64_t t = 0; t < tokens; ++t)
+      detail::require(positions[t] >= 0 && positions[t] < table.positions(), "positions[" + std::to_string(t) + "]",
+                      "must lie in [0, table.positions()) (got " + std::to_string(positions[t]) + ")");
+  }
+
+  template <class T>
+  static void rotate_views(tensor_view<T>* views, int n_views, std::int64_t t, const float* cos, const float* sin,
+                           int first, int last, int half, layout pairing) {
+    for (int v = 0; v < n_views; ++v)
+      kernels::rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
+                            first, last, half, pairing);
+  }
+
+  // positions == nullptr means every token uses `constant_position` (shift by one delta).
+  template <class T>
+  void rotate(tensor_view<T>* views, int n_views, const std::int64_t* positions, std::int64_t constant_position,
+              double magnitude, double sign) const {
+    const int half = pairs();
+    float cos[chunk_pairs], sin[chunk_pairs];
+    const bool reuse = positions == nullptr && half <= chunk_pairs;
+    for (std::int64_t t = 0; t < views[0].tokens; ++t) {
+      const std::int64_t p = positions ? positions[t] : constant_position;
+      for (int first = 0; first < half; first += chunk_pairs) {
+        const int last = std::min(half, first + chunk_pairs);
+        if (!(reuse && t > 0)) cos_sin(p, freqs_.inv_freq.data() + first, last - first, magnitude, sign, cos, sin);
+        rotate_views(views, n_views, t, cos, sin, first, last, half, config_.layout);
+      }
+    }
+  }
+
+  template <class T>
+  void rotate_with_table(tensor_view<T>* views, int n_views, const std::int64_t* positions,
+                         const cos_sin_table& table) const {
+    const int half = pairs();
+    for (std::int64_t t = 0; t < views[0].tokens; ++t)
+      rotate_views(views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
+                   config_.layout);
+  }
+
+  rope_config config_;
+  frequencies freqs_;
+};
+
+// One-shot convenience with the semantics of rotary_embedding(config, policy, seq_len).apply(...).
+template <class T, class Policy>
+void apply_rope(T* x, std::int64_t tokens, std::int64_t heads, const std::int64_t* positions,
+                const rope_config& config, const Policy& policy, std::int64_t seq_len = 0) {
+  rotary_embedding(config, policy, seq_len).apply(x, tokens, heads, positions);
+}
+
+}  // namespace ropex

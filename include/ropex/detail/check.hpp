@@ -1,0 +1,39 @@
+// Private: argument checks shared by every validating entry point.
+#pragma once
+#ifndef ROPEX_INSIDE
+#error "ropex/detail/check.hpp is private; include <ropex/ropex.hpp>"
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ropex::detail {
+
+[[noreturn]] inline void fail(const std::string& field, const std::string& why) {
+  throw std::invalid_argument("ropex: " + field + " " + why);
+}
+
+inline void require(bool ok, const std::string& field, const std::string& why) {
+  if (!ok) fail(field, why);
+}
+
+inline void require_finite(double v, const std::string& field) {
+  require(std::isfinite(v), field, "must be finite (got " + std::to_string(v) + ")");
+}
+
+inline void require_positive(double v, const std::string& field) {
+  require_finite(v, field);
+  require(v > 0, field, "must be > 0 (got " + std::to_string(v) + ")");
+}
+
+inline void require_non_negative(double v, const std::string& field) {
+  require_finite(v, field);
+  require(v >= 0, field, "must be >= 0 (got " + std::to_string(v) + ")");
+}
+
+// Largest |position| whose conversion to double is exact (2^53).
+inline constexpr std::int64_t max_abs_position = std::int64_t{1} << 53;
+
+}  // namespace ropex::detail

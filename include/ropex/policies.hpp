@@ -1,0 +1,141 @@
+// Scaling policies: plain aggregates whose defaults follow Hugging Face transformers
+// (modeling_rope_utils.py). Formulas live in frequencies.hpp; this file only says what each
+// policy is and which values are legal.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ropex/config.hpp"
+
+namespace ropex {
+
+// HF rope_type "default".
+struct plain {};
+
+// HF "linear": Position Interpolation (Chen et al. 2023), position m -> m / factor.
+struct linear {
+  double factor = 1;
+};
+
+// NTK-aware base scaling (bloc97; HF's former _compute_ntk_parameters):
+// base' = base * factor^(r / (r - 2)).
+struct ntk {
+  double factor = 1;
+};
+
+// HF "dynamic": NTK base scaling that grows with seq_len past max_position
+// (HF's max_position_embeddings, not the original context).
+struct dynamic_ntk {
+  double factor = 1;
+  std::int64_t max_position = 2048;
+};
+
+// HF "yarn" (Peng et al. 2023, YaRN eq. 17-23), with DeepSeek's mscale / mscale_all_dim rule.
+// beta_fast / beta_slow of 0 mean the HF defaults 32 / 1 (HF reads them with Python `or`).
+struct yarn {
+  double factor = 1;
+  std::int64_t original_max_position = 2048;
+  double beta_fast = 32, beta_slow = 1, mscale = 0, mscale_all_dim = 0;
+  double attention_factor = 0;  // 0 = derive from factor (and mscale / mscale_all_dim)
+  bool truncate = true;         // floor/ceil the correction range (HF default; gpt-oss uses false)
+};
+
+// HF "llama3": three wavelength bands around original_max_position.
+struct llama3 {
+  double factor = 8;
+  double low_freq_factor = 1, high_freq_factor = 4;
+  std::int64_t original_max_position = 8192;
+};
+
+// HF "longrope" (Phi-3): per-pair divisors, long_factor once seq_len exceeds original_max_position.
+struct longrope {
+  std::vector<double> short_factor, long_factor;
+  double factor = 1;
+  std::int64_t original_max_position = 4096;
+  double attention_factor = 0;  // 0 = sqrt(1 + ln factor / ln original_max_position)
+};
+
+using scaling = std::variant<plain, linear, ntk, dynamic_ntk, yarn, llama3, longrope>;
+
+// The Hugging Face rope_type each policy reproduces ("ntk" has no current HF name).
+inline const char* rope_type_name(const plain&) { return "default"; }
+inline const char* rope_type_name(const linear&) { return "linear"; }
+inline const char* rope_type_name(const ntk&) { return "ntk"; }
+inline const char* rope_type_name(const dynamic_ntk&) { return "dynamic"; }
+inline const char* rope_type_name(const yarn&) { return "yarn"; }
+inline const char* rope_type_name(const llama3&) { return "llama3"; }
+inline const char* rope_type_name(const longrope&) { return "longrope"; }
+inline const char* rope_type_name(const scaling& s) {
+  return std::visit([](const auto& p) { return rope_type_name(p); }, s);
+}
+
+// ---- validation: each throws std::invalid_argument naming "<policy>.<field>" ----------------
+
+inline void validate(const rope_config&, const plain&) {}
+
+inline void validate(const rope_config&, const linear& p) { detail::require_positive(p.factor, "linear.factor"); }
+
+namespace detail {
+// r/(r-2) is undefined for r = 2 (formulas.md section 3).
+inline void require_ntk_rotary_dim(const rope_config& c, const char* policy) {
+  require(rotary_dim_of(c) > 2, "rotary_dim", std::string("must be > 2 for ") + policy + " (r/(r-2) is undefined)");
+}
+}  // namespace detail
+
+inline void validate(const rope_config& c, const ntk& p) {
+  detail::require_positive(p.factor, "ntk.factor");
+  detail::require_ntk_rotary_dim(c, "ntk");
+}
+
+inline void validate(const rope_config& c, const dynamic_ntk& p) {
+  detail::require_positive(p.factor, "dynamic_ntk.factor");
+  detail::require(p.max_position > 0, "dynamic_ntk.max_position", "must be > 0");
+  detail::require_ntk_rotary_dim(c, "dynamic_ntk");
+}
+
+inline void validate(const rope_config&, const yarn& p) {
+  detail::require_positive(p.factor, "yarn.factor");
+  detail::require(p.original_max_position > 0, "yarn.original_max_position", "must be > 0");
+  detail::require_non_negative(p.beta_fast, "yarn.beta_fast");
+  detail::require_non_negative(p.beta_slow, "yarn.beta_slow");
+  const double fast = p.beta_fast == 0 ? 32 : p.beta_fast, slow = p.beta_slow == 0 ? 1 : p.beta_slow;
+  detail::require(fast >= slow, "yarn.beta_fast", "must be >= yarn.beta_slow");
+  detail::require_non_negative(p.mscale, "yarn.mscale");
+  detail::require_non_negative(p.mscale_all_dim, "yarn.mscale_all_dim");
+  detail::require_non_negative(p.attention_factor, "yarn.attention_factor");
+}
+
+inline void validate(const rope_config&, const llama3& p) {
+  detail::require_positive(p.factor, "llama3.factor");
+  detail::require_positive(p.low_freq_factor, "llama3.low_freq_factor");
+  detail::require_positive(p.high_freq_factor, "llama3.high_freq_factor");
+  // Equal is legal: Llama 4 ships 1 and 1 (the middle band is then empty, sigma = 0).
+  detail::require(p.low_freq_factor <= p.high_freq_factor, "llama3.low_freq_factor",
+                  "must be <= llama3.high_freq_factor");
+  detail::require(p.original_max_position > 0, "llama3.original_max_position", "must be > 0");
+}
+
+inline void validate(const rope_config& c, const longrope& p) {
+  detail::require_positive(p.factor, "longrope.factor");
+  detail::require(p.original_max_position > 0, "longrope.original_max_position", "must be > 0");
+  detail::require_non_negative(p.attention_factor, "longrope.attention_factor");
+  const std::size_t pairs = static_cast<std::size_t>(pair_count(c));
+  auto check_list = [pairs](const std::vector<double>& list, const std::string& name) {
+    detail::require(list.size() == pairs, name,
+                    "must have rotary_dim/2 = " + std::to_string(pairs) + " entries (got " +
+                        std::to_string(list.size()) + ")");
+    for (std::size_t i = 0; i < list.size(); ++i) detail::require_positive(list[i], name + "[" + std::to_string(i) + "]");
+  };
+  check_list(p.short_factor, "longrope.short_factor");
+  check_list(p.long_factor, "longrope.long_factor");
+}
+
+inline void validate(const rope_config& c, const scaling& s) {
+  std::visit([&](const auto& p) { validate(c, p); }, s);
+}
+
+}  // namespace ropex

@@ -1,0 +1,4 @@
+#pragma once
+#define ROPEX_VERSION_MAJOR 0
+#define ROPEX_VERSION_MINOR 1
+#define ROPEX_VERSION_PATCH 0
