@@ -22,9 +22,10 @@ inline constexpr double two_pi_1 = 6.283185307179586;
 inline constexpr double two_pi_2 = 2.4492935982947064e-16;
 inline constexpr double two_pi_3 = -5.989539619436679e-33;
 inline constexpr double inv_two_pi = 0.15915494309189535;
+inline constexpr double pi = 3.141592653589793;
 }  // namespace detail
 
-// position * inv_freq mod 2 pi, in [-pi - 2^-40, pi + 2^-40]. Do not "simplify": every fma here
+// position * inv_freq mod 2 pi, in [-pi - 2^-50, pi + 2^-50]. Do not "simplify": every fma here
 // is what makes the result exact (compensated arithmetic).
 inline double reduced_angle(std::int64_t position, double inv_freq) {
   const double p = static_cast<double>(position);           // exact for |p| <= 2^53
@@ -36,6 +37,12 @@ inline double reduced_angle(std::int64_t position, double inv_freq) {
   r += lo;
   r = std::fma(-k, detail::two_pi_2, r);
   r = std::fma(-k, detail::two_pi_3, r);
+  // Above |hi| ~ 2^50 the rounding of hi / 2pi can pick k off by one; one more step brings r back
+  // into [-pi, pi] (r - C1 is exact by Sterbenz for r in [pi, 4 pi]).
+  if (std::fabs(r) > detail::pi) {
+    const double k2 = r > 0 ? 1.0 : -1.0;
+    r = std::fma(-k2, detail::two_pi_2, r - k2 * detail::two_pi_1);
+  }
   return r;
 }
 

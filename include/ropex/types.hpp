@@ -46,7 +46,9 @@ inline float half_bits_to_float(std::uint16_t h) {
     const float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
     return bits_float(float_bits(v) | sign);
   }
-  if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  // inf stays inf; a NaN keeps its payload and becomes quiet (IEEE 754 5.4.2: a conversion
+  // delivers a quiet NaN), which is also what F16C vcvtph2ps and NEON fcvtl do.
+  if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13) | (mantissa ? 0x00400000u : 0u));
   return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 

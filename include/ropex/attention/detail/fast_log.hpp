@@ -1,0 +1,96 @@
+// Private: a float natural logarithm that vectorises, for the entropy / KL / JS reductions.
+//
+// Method (Cephes logf, S. Moshier): x = 2^e * m with m in [sqrt(1/2), sqrt(2)), t = m - 1,
+//   ln x = t - t^2/2 + t^3 P(t) + e ln 2,
+// P of degree 8 (minimax on t in [-0.2929, 0.4142]); ln 2 = 0.693359375 - 2.12194440e-4 so that
+// e * 0.693359375 is exact in float for |e| <= 2^15.
+//
+// Valid range: finite x >= FLT_MIN (normal floats). Subnormal x and x = 0 are treated as
+// 2^-127 * m: the result is finite and wrong, which is harmless where it is used because the
+// callers multiply it by x itself (|x ln x| < 1.1e-36 there) or mask it.
+// Error (measured exhaustively over every normal float in [2^-126, 2^8] by
+// tests/attention/test_fast_log.cpp): |fast_log(x) - ln x| <= 1.5e-7 + 6.0e-8 |ln x|, i.e. a few
+// float ulps; the test holds the code to this bound.
+#pragma once
+#ifndef ROPEX_INSIDE
+#error "ropex/attention/detail/fast_log.hpp is private; include <ropex/attention.hpp>"
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+namespace ropex::detail {
+
+inline constexpr float log_p0 = 7.0376836292e-2f, log_p1 = -1.1514610310e-1f, log_p2 = 1.1676998740e-1f,
+                       log_p3 = -1.2420140846e-1f, log_p4 = 1.4249322787e-1f, log_p5 = -1.6668057665e-1f,
+                       log_p6 = 2.0000714765e-1f, log_p7 = -2.4999993993e-1f, log_p8 = 3.3333331174e-1f;
+inline constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+inline constexpr float sqrt_half = 0.707106781186547524f;
+
+// The scalar twin of fast_log_vec below (same operations, same order): tails and tests.
+inline float fast_log(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  // m in [1, 2) from the mantissa, e the unbiased exponent.
+  float e = static_cast<float>(static_cast<std::int32_t>((bits >> 23) & 0xffu) - 127);
+  const std::uint32_t mbits = (bits & 0x007fffffu) | 0x3f800000u;
+  float m;
+  std::memcpy(&m, &mbits, sizeof m);
+  // Centre on 1: m in [sqrt(2), 2) -> m/2, e + 1, so m lies in [sqrt(1/2), sqrt(2)).
+  if (m > 2 * sqrt_half) {
+    m *= 0.5f;
+    e += 1;
+  }
+  const float t = m - 1.0f, z = t * t;
+  float y = log_p0;
+  y = y * t + log_p1;
+  y = y * t + log_p2;
+  y = y * t + log_p3;
+  y = y * t + log_p4;
+  y = y * t + log_p5;
+  y = y * t + log_p6;
+  y = y * t + log_p7;
+  y = y * t + log_p8;
+  y = y * t * z;
+  y += e * ln2_lo;
+  y += -0.5f * z;
+  return t + y + e * ln2_hi;
+}
+
+#if defined(__GNUC__)
+// GCC / Clang vector extensions: one source, compiled per target by the caller's attributes.
+// 16 lanes = one AVX-512 register, two AVX2 registers, four SSE2 registers.
+typedef float vfloat16 __attribute__((vector_size(64)));
+typedef std::int32_t vint16 __attribute__((vector_size(64)));
+typedef double vdouble16 __attribute__((vector_size(128)));
+
+// Same arithmetic as fast_log(float), lane by lane (always inlined, so the vector arguments never
+// cross a call boundary and -Wpsabi's ABI note does not apply).
+__attribute__((always_inline)) inline vfloat16 fast_log_vec(vfloat16 x) {
+  vint16 bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  vint16 ei = ((bits >> 23) & 0xff) - 127;
+  const vint16 mbits = (bits & 0x007fffff) | 0x3f800000;
+  vfloat16 m;
+  std::memcpy(&m, &mbits, sizeof m);
+  const vint16 big = m > 2 * sqrt_half;  // -1 where true
+  m = big ? m * 0.5f : m;
+  ei -= big;
+  const vfloat16 e = __builtin_convertvector(ei, vfloat16);
+  const vfloat16 t = m - 1.0f, z = t * t;
+  vfloat16 y = log_p0 * t + log_p1;
+  y = y * t + log_p2;
+  y = y * t + log_p3;
+  y = y * t + log_p4;
+  y = y * t + log_p5;
+  y = y * t + log_p6;
+  y = y * t + log_p7;
+  y = y * t + log_p8;
+  y = y * t * z;
+  y += e * ln2_lo;
+  y += -0.5f * z;
+  return t + y + e * ln2_hi;
+}
+#endif
+
+}  // namespace ropex::detail

@@ -1,0 +1,61 @@
+// model_rope: what an importer (Hugging Face config.json, GGUF metadata) hands back -- the
+// rope_config, the scaling policy and the model-level facts that live outside both.
+// Shared by import/hf.hpp and import/gguf.hpp; needs nothing but the standard library.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ropex/config.hpp"
+#include "ropex/frequencies.hpp"
+#include "ropex/policies.hpp"
+
+namespace ropex {
+
+struct model_rope {
+  rope_config config{0};
+  scaling policy = plain{};
+  // Longest position the checkpoint was configured for (HF max_position_embeddings, GGUF
+  // <arch>.context_length); 0 when the source does not say.
+  std::int64_t max_position = 0;
+  // Extra factor on the attention logits' 1/sqrt(d) scale. 1 except DeepSeek-style
+  // mscale_all_dim, where HF DeepseekV3Attention multiplies by mscale^2 with
+  // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 (formulas.md 2.7; 1.87385 for DeepSeek-V3).
+  double softmax_scale_multiplier = 1;
+
+  // Provenance, for tools and error messages.
+  std::string model_type;   // HF model_type or GGUF general.architecture ("" if absent)
+  std::string rope_type;    // the scaling name as written in the source ("default" if none)
+  std::vector<std::string> notes;  // what the source holds that this structure cannot express
+};
+
+// Caller choices shared by both importers.
+struct import_options {
+  // Pair layout; when unset it comes from the model type (formulas.md section 1; see
+  // docs/import.md for the table). Layout belongs to the checkpoint, so override it for
+  // re-permuted weights.
+  std::optional<ropex::layout> layout;
+  // Newer transformers nest rope_parameters by layer type ({"full_attention": {...},
+  // "sliding_attention": {...}}); this picks the entry. Ignored by flat layouts and GGUF.
+  std::string layer_type = "full_attention";
+};
+
+namespace detail {
+
+// YaRN magnitude squared on the logits for DeepSeek's mscale_all_dim (HF DeepseekV3Attention:
+// `if mscale_all_dim: self.scaling *= mscale * mscale`); 1 when the rule does not apply.
+inline double deepseek_softmax_multiplier(double factor, double mscale_all_dim) {
+  if (!(mscale_all_dim > 0)) return 1.0;
+  const double m = yarn_get_mscale(factor, mscale_all_dim);
+  return m * m;
+}
+
+// Runs ropex's own checks on the imported result (std::invalid_argument naming the ropex
+// field), so an importer can never hand back something make_frequencies would refuse.
+inline void validate_import(const model_rope& m) { (void)make_frequencies(m.config, m.policy); }
+
+}  // namespace detail
+}  // namespace ropex

@@ -1,0 +1,50 @@
+// Private: which SIMD kernel families this compiler and target can build, and the macros that
+// compile a region of code for one x86 ISA without global -m flags (highway's per-target pragma).
+//
+// ROPEX_PORTABLE_ONLY   define it (before including ropex, or with -DROPEX_PORTABLE_ONLY) to
+//                       compile only the portable scalar kernel: no intrinsics, no cpuid.
+// ROPEX_KERNELS_X86     1 when the AVX2 and AVX-512 kernels are compiled (GCC/Clang, x86-64).
+// ROPEX_KERNELS_NEON    1 when the NEON kernels are compiled (any aarch64 compiler with
+//                       <arm_neon.h>; Advanced SIMD is part of the aarch64 baseline).
+#pragma once
+#ifndef ROPEX_INSIDE
+#error "ropex/kernels/arch.hpp is private; include <ropex/ropex.hpp>"
+#endif
+
+#if !defined(ROPEX_PORTABLE_ONLY) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__i386__))
+#define ROPEX_KERNELS_X86 1
+#else
+#define ROPEX_KERNELS_X86 0
+#endif
+
+#if !defined(ROPEX_PORTABLE_ONLY) && defined(__aarch64__)
+#define ROPEX_KERNELS_NEON 1
+#else
+#define ROPEX_KERNELS_NEON 0
+#endif
+
+#if ROPEX_KERNELS_X86
+#include <immintrin.h>
+// The feature sets: AVX2 kernels also use FMA and F16C (every AVX2 CPU shipped has both and the
+// dispatcher checks them); AVX-512 kernels use F (arithmetic), BW+VL (16-bit masked loads and
+// stores of fp16/bf16 tails), DQ (64-bit conversions), FMA and F16C.
+#if defined(__clang__)
+#define ROPEX_BEGIN_TARGET_AVX2 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c\"))), apply_to = function)")
+#define ROPEX_BEGIN_TARGET_AVX512                                                                         \
+  _Pragma(                                                                                                \
+      "clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c\"))), " \
+      "apply_to = function)")
+#define ROPEX_END_TARGET _Pragma("clang attribute pop")
+#else
+#define ROPEX_BEGIN_TARGET_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c\")")
+#define ROPEX_BEGIN_TARGET_AVX512 \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c\")")
+#define ROPEX_END_TARGET _Pragma("GCC pop_options")
+#endif
+#endif
+
+#if ROPEX_KERNELS_NEON
+#include <arm_neon.h>
+#endif

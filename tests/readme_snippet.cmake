@@ -1,0 +1,16 @@
+# Fails unless README.md's quick-start block is exactly examples/quickstart.cpp, so the snippet
+# users copy is the one a test compiles and runs (style.md rule 9).
+file(READ ${README} readme)
+file(READ ${SNIPPET} snippet)
+string(FIND "${readme}" "<!-- quickstart:begin -->\n```cpp\n" begin)
+string(FIND "${readme}" "```\n<!-- quickstart:end -->" end)
+if(begin EQUAL -1 OR end EQUAL -1)
+  message(FATAL_ERROR "README.md has no quickstart markers")
+endif()
+math(EXPR begin "${begin} + 33")
+math(EXPR length "${end} - ${begin}")
+string(SUBSTRING "${readme}" ${begin} ${length} block)
+if(NOT block STREQUAL snippet)
+  message(FATAL_ERROR "README.md quick start differs from examples/quickstart.cpp")
+endif()
+message(STATUS "README quick start == examples/quickstart.cpp")
