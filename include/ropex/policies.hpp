@@ -123,6 +123,9 @@ inline void validate(const rope_config& c, const longrope& p) {
   detail::require_positive(p.factor, "longrope.factor");
   detail::require(p.original_max_position > 0, "longrope.original_max_position", "must be > 0");
   detail::require_non_negative(p.attention_factor, "longrope.attention_factor");
+  // The derived factor divides by ln(original_max_position).
+  detail::require(p.original_max_position > 1 || p.factor <= 1 || p.attention_factor > 0,
+                  "longrope.original_max_position", "must be > 1 to derive the attention factor");
   const std::size_t pairs = static_cast<std::size_t>(pair_count(c));
   auto check_list = [pairs](const std::vector<double>& list, const std::string& name) {
     detail::require(list.size() == pairs, name,
