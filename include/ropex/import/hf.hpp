@@ -88,7 +88,9 @@ inline std::int64_t as_integer(const found& f, std::int64_t lo, std::int64_t hi)
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v.is_number_unsigned()) {
     const std::uint64_t u = v.get<std::uint64_t>();
-    require(u <= static_cast<std::uint64_t>(hi), f.path, "must be in " + range + " (got " + std::to_string(u) + ")");
+    // lo may be negative; compare in the signed domain only once u is known to fit.
+    require(u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo, f.path,
+            "must be in " + range + " (got " + std::to_string(u) + ")");
     return static_cast<std::int64_t>(u);
   }
   if (v.is_number_integer()) {
