@@ -32,7 +32,7 @@ struct one_sums {
 
 struct pair_sums {
   double sum_p = 0, sum_q = 0;
-  double information = 0;  // KL: sum p (ln p - ln q); JS: sum [(a p ln a p + b q ln b q)/2 - m ln m]
+  double information = 0;  // KL: sum p (ln p - ln q); JS: sum (a p ln(a p / m) + b q ln(b q / m))/2
   float min_p = std::numeric_limits<float>::infinity(), min_q = std::numeric_limits<float>::infinity();
   bool unbounded = false;  // KL only: some p_i > 0 where q_i == 0
 };
@@ -49,13 +49,13 @@ inline void kl_step(float p, float q, pair_sums& s) {
   s.information += static_cast<double>(p * (fast_log(p) - fast_log(q)));
   s.min_p = std::min(s.min_p, p);
   s.min_q = std::min(s.min_q, q);
-  s.unbounded |= p > 0 && q == 0;
 }
 inline void js_step(float p, float q, float a, float b, pair_sums& s) {
   s.sum_p += p;
   s.sum_q += q;
-  const float pa = a * p, qb = b * q, m = 0.5f * (pa + qb);
-  s.information += static_cast<double>(0.5f * (pa * fast_log(pa) + qb * fast_log(qb)) - m * fast_log(m));
+  const float pa = a * p, qb = b * q, m = 0.5f * (pa + qb), log_m = fast_log(m);
+  const float dp = pa * (fast_log(pa) - log_m), dq = qb * (fast_log(qb) - log_m);
+  s.information += static_cast<double>(0.5f * (std::max(dp, dq) + std::min(dp, dq)));
   s.min_p = std::min(s.min_p, p);
   s.min_q = std::min(s.min_q, q);
 }
@@ -63,34 +63,34 @@ inline void js_step(float p, float q, float a, float b, pair_sums& s) {
 #if defined(__GNUC__)
 constexpr std::int64_t lanes = 16;
 
-inline double horizontal_sum(vdouble16 v) {
+__attribute__((always_inline)) inline double horizontal_sum(const vdouble16& v) {
   double s = 0;
   for (int i = 0; i < lanes; ++i) s += v[i];
   return s;
 }
-inline float horizontal_min(vfloat16 v) {
+__attribute__((always_inline)) inline float horizontal_min(const vfloat16& v) {
   float m = v[0];
   for (int i = 1; i < lanes; ++i) m = std::min(m, v[i]);
   return m;
 }
-inline vfloat16 load16(const float* p) {
-  vfloat16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// Fills v from 16 floats at p (unaligned).
+__attribute__((always_inline)) inline void load16(const float* p, vfloat16& v) { std::memcpy(&v, p, sizeof v); }
 
 __attribute__((always_inline)) inline one_sums entropy_body(const float* x, std::int64_t n) {
   vdouble16 sum = {}, sum_xlx = {};
-  vfloat16 mn = load16(x) * 0 + std::numeric_limits<float>::infinity();
+  vfloat16 mn = vfloat16{} + std::numeric_limits<float>::infinity();
+  const std::int64_t body = n - n % lanes;  // whole vectors; the rest goes through the scalar twin
   std::int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const vfloat16 v = load16(x + i);
+  for (; i < body; i += lanes) {
+    vfloat16 v, log_v;
+    load16(x + i, v);
+    fast_log_vec(v, log_v);
     sum += __builtin_convertvector(v, vdouble16);
-    sum_xlx += __builtin_convertvector(v * fast_log_vec(v), vdouble16);
+    sum_xlx += __builtin_convertvector(v * log_v, vdouble16);
     mn = v < mn ? v : mn;
   }
   one_sums s{horizontal_sum(sum), horizontal_sum(sum_xlx), horizontal_min(mn)};
-  for (; i < n; ++i) entropy_step(x[i], s);
+  for (i = body; i < n; ++i) entropy_step(x[i], s);
   return s;
 }
 
@@ -98,21 +98,23 @@ __attribute__((always_inline)) inline pair_sums kl_body(const float* p, const fl
   vdouble16 sum_p = {}, sum_q = {}, info = {};
   const vfloat16 inf = vfloat16{} + std::numeric_limits<float>::infinity();
   vfloat16 min_p = inf, min_q = inf;
-  vint16 unbounded = {};
+  const std::int64_t body = n - n % lanes;  // whole vectors; the rest goes through the scalar twin
   std::int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const vfloat16 a = load16(p + i), b = load16(q + i);
+  for (; i < body; i += lanes) {
+    vfloat16 a, b, log_a, log_b;
+    load16(p + i, a);
+    load16(q + i, b);
+    fast_log_vec(a, log_a);
+    fast_log_vec(b, log_b);
     sum_p += __builtin_convertvector(a, vdouble16);
     sum_q += __builtin_convertvector(b, vdouble16);
-    info += __builtin_convertvector(a * (fast_log_vec(a) - fast_log_vec(b)), vdouble16);
+    info += __builtin_convertvector(a * (log_a - log_b), vdouble16);
     min_p = a < min_p ? a : min_p;
     min_q = b < min_q ? b : min_q;
-    unbounded |= (a > 0) & (b == 0);
   }
   pair_sums s{horizontal_sum(sum_p), horizontal_sum(sum_q), horizontal_sum(info), horizontal_min(min_p),
               horizontal_min(min_q), false};
-  for (int l = 0; l < lanes; ++l) s.unbounded |= unbounded[l] != 0;
-  for (; i < n; ++i) kl_step(p[i], q[i], s);
+  for (i = body; i < n; ++i) kl_step(p[i], q[i], s);
   return s;
 }
 
@@ -121,20 +123,30 @@ __attribute__((always_inline)) inline pair_sums js_body(const float* p, const fl
   vdouble16 sum_p = {}, sum_q = {}, info = {};
   const vfloat16 inf = vfloat16{} + std::numeric_limits<float>::infinity();
   vfloat16 min_p = inf, min_q = inf;
+  const std::int64_t body = n - n % lanes;  // whole vectors; the rest goes through the scalar twin
   std::int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const vfloat16 x = load16(p + i), y = load16(q + i);
+  for (; i < body; i += lanes) {
+    vfloat16 x, y, log_pa, log_qb, log_m;
+    load16(p + i, x);
+    load16(q + i, y);
     sum_p += __builtin_convertvector(x, vdouble16);
     sum_q += __builtin_convertvector(y, vdouble16);
     const vfloat16 pa = a * x, qb = b * y, m = 0.5f * (pa + qb);
-    const vfloat16 c = 0.5f * (pa * fast_log_vec(pa) + qb * fast_log_vec(qb)) - m * fast_log_vec(m);
+    fast_log_vec(pa, log_pa);
+    fast_log_vec(qb, log_qb);
+    fast_log_vec(m, log_m);
+    // Per element (p ln(p/m) + q ln(q/m))/2. Adding max + min of the two products leaves no
+    // product next to the addition, so FMA contraction cannot make the result depend on the
+    // argument order: JS(p, q) == JS(q, p) bit for bit, and p == q gives exact zeros.
+    const vfloat16 dp = pa * (log_pa - log_m), dq = qb * (log_qb - log_m);
+    const vfloat16 c = 0.5f * ((dp > dq ? dp : dq) + (dp > dq ? dq : dp));
     info += __builtin_convertvector(c, vdouble16);
     min_p = x < min_p ? x : min_p;
     min_q = y < min_q ? y : min_q;
   }
   pair_sums s{horizontal_sum(sum_p), horizontal_sum(sum_q), horizontal_sum(info), horizontal_min(min_p),
               horizontal_min(min_q), false};
-  for (; i < n; ++i) js_step(p[i], q[i], a, b, s);
+  for (i = body; i < n; ++i) js_step(p[i], q[i], a, b, s);
   return s;
 }
 
@@ -192,7 +204,7 @@ inline one_sums entropy_sums(const float* x, std::int64_t n) {
 #endif
 }
 
-inline pair_sums kl_sums(const float* p, const float* q, std::int64_t n) {
+inline pair_sums kl_sums_unchecked(const float* p, const float* q, std::int64_t n) {
 #if defined(ROPEX_ATTENTION_X86_DISPATCH)
   switch (attention_simd_level()) {
     case 2: return kl_avx512(p, q, n);
@@ -207,6 +219,16 @@ inline pair_sums kl_sums(const float* p, const float* q, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) kl_step(p[i], q[i], s);
   return s;
 #endif
+}
+
+// KL is unbounded iff some p_i > 0 meets q_i == 0. Tracking that per lane in the fused pass
+// doubled its cost (mask-to-vector traffic), so the pass only finds min q; a zero there is rare
+// and triggers a scalar scan.
+inline pair_sums kl_sums(const float* p, const float* q, std::int64_t n) {
+  pair_sums s = kl_sums_unchecked(p, q, n);
+  if (s.min_q == 0)
+    for (std::int64_t i = 0; i < n && !s.unbounded; ++i) s.unbounded = p[i] > 0 && q[i] == 0;
+  return s;
 }
 
 // a, b scale p and q (1 unless the caller renormalises).
