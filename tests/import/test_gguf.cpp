@@ -380,3 +380,31 @@ TEST_CASE("gguf: files are read from disk; errors name the path", "[import][gguf
   std::remove(path.c_str());
   require_format_error([&] { (void)ropex::load_gguf("/nonexistent/x.gguf"); }, "cannot be opened");
 }
+
+TEST_CASE("gguf: rope.dimension_sections gives M-RoPE axes (qwen2vl sections, qwen3vl interleaved)", "[import][gguf]") {
+  auto file = [](const char* arch, std::vector<std::uint32_t> sections) {
+    gguf_writer w;
+    const std::string a = arch;
+    w.str("general.architecture", arch)
+        .u32(a + ".context_length", 128000)
+        .u32(a + ".embedding_length", 3584)
+        .u32(a + ".attention.head_count", 28)
+        .f32(a + ".rope.freq_base", 1000000.0f)
+        .u32_array(a + ".rope.dimension_sections", sections);
+    return w.bytes();
+  };
+  const auto qwen2vl = file("qwen2vl", {16, 24, 24, 0});
+  const auto m = ropex::parse_gguf(qwen2vl.data(), qwen2vl.size());
+  REQUIRE(m.axes.has_value());
+  CHECK(m.axes->assignment == ropex::axis_assignment::sections);
+  CHECK(m.axes->mrope_section == std::vector<int>{16, 24, 24});  // trailing zero dropped
+  CHECK(m.config.layout == ropex::layout::half);
+  const auto qwen3vl = file("qwen3vl", {24, 20, 20, 0});
+  const auto m3 = ropex::parse_gguf(qwen3vl.data(), qwen3vl.size());
+  REQUIRE(m3.axes.has_value());
+  CHECK(m3.axes->assignment == ropex::axis_assignment::interleaved);
+  const auto bad = file("qwen2vl", {16, 24, 20, 0});  // sums to 60, not 64
+  REQUIRE_THROWS_AS(ropex::parse_gguf(bad.data(), bad.size()), std::invalid_argument);
+  const auto plain = qwen2_yarn_file(3).bytes();
+  CHECK_FALSE(ropex::parse_gguf(plain.data(), plain.size()).axes.has_value());
+}

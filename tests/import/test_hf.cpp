@@ -338,6 +338,24 @@ TEST_CASE("hf: transformers v5 rope_parameters layouts", "[import][hf]") {
     CHECK(m.config.head_dim == 128);
     CHECK(m.config.base == 1e6);
     CHECK(m.model_type == "qwen2_5_vl_text");
+    REQUIRE(m.axes.has_value());
+    CHECK(m.axes->assignment == ropex::axis_assignment::sections);
+    CHECK(m.axes->mrope_section == std::vector<int>{16, 24, 24});
+  }
+  SECTION("Qwen3-VL interleaved M-RoPE and bad sections") {
+    auto qwen3vl = [](const std::string& sections) {
+      return R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128,
+        "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 262144, "rope_theta": 5000000,
+        "rope_scaling": {"mrope_interleaved": true, "mrope_section": )" + sections + R"(, "rope_type": "default"}}})";
+    };
+    const auto m = ropex::parse_hf_config(qwen3vl("[24, 20, 20]"));
+    REQUIRE(m.axes.has_value());
+    CHECK(m.axes->assignment == ropex::axis_assignment::interleaved);
+    CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("[24, 20, 19]")),
+                      Catch::Contains("text_config.rope_scaling.mrope_section"));
+    CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("[24, -20, 20]")),
+                      Catch::Contains("text_config.rope_scaling.mrope_section[1]"));
+    CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("\"x\"")), Catch::Contains("mrope_section"));
   }
 }
 

@@ -383,7 +383,7 @@ inline arch_rope rope_type_of_arch(const std::string& arch) {
       "falcon", "grok",    "dbrx",   "bert",   "nomic-bert", "stablelm", "bitnet",   "qwen",
       "qwen2",  "qwen2moe", "qwen3", "qwen3moe", "olmo2",    "olmoe",    "phi2",     "phi3",
       "phimoe", "gemma",   "gemma2", "gemma3", "starcoder2", "openelm",  "gptneox",  "codeshell",
-      "nemotron", "exaone", "minicpm3", "gpt-oss"};
+      "nemotron", "exaone", "minicpm3", "gpt-oss", "qwen2vl", "qwen3vl", "qwen3vlmoe"};
   static const char* const none[] = {"gpt2", "gptj", "mpt", "refact", "bloom", "mamba", "t5", "t5encoder",
                                      "jais", "rwkv6", "jina-bert-v2"};
   for (const char* a : norm)
@@ -552,6 +552,23 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
         keys.fail("general.architecture",
                   "\"" + arch + "\" has no known RoPE layout; pass import_options::layout");
     }
+  }
+
+  // M-RoPE: llama.cpp runs qwen2vl with MROPE (sections) and qwen3vl / qwen3vlmoe with IMROPE
+  // (interleaved), both with neox pairing; the 4-entry list keeps unused sections as zeros.
+  if (const value* v = keys.find(p + "rope.dimension_sections")) {
+    const std::string key = p + "rope.dimension_sections";
+    if (v->type != value_type::array || v->array.empty()) keys.fail(key, "must be a non-empty array of integers");
+    std::vector<int> sections;
+    for (const value& e : v->array) {
+      if (!e.is_integer() || !e.integer || *e.integer < 0 || *e.integer > max_dim)
+        keys.fail(key, "entries must be integers in [0, " + std::to_string(max_dim) + "]");
+      sections.push_back(static_cast<int>(*e.integer));
+    }
+    while (!sections.empty() && sections.back() == 0) sections.pop_back();
+    if (sections.empty()) keys.fail(key, "has no non-zero section");
+    const bool interleaved = arch == "qwen3vl" || arch == "qwen3vlmoe";
+    out.axes = interleaved ? interleaved_mrope(sections) : mrope(sections);
   }
 
   ropex::detail::validate_import(out);

@@ -280,7 +280,6 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
   if (t == "default" || t == "mrope") {
     // "mrope" (Qwen2-VL) only splits positions across sections; the frequencies are the default.
     out.policy = plain{};
-    if (t == "mrope") out.notes.push_back("mrope: multimodal position sections are not modelled; default frequencies");
   } else if (t == "linear") {
     const found f = lookup({&params}, "factor");
     if (!f) fail(params.path_of("factor"), "is required for rope_type linear");
@@ -360,6 +359,24 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
   } else {
     fail(type_path, "is not a supported rope_type (\"" + t +
                         "\"); supported: default, linear, dynamic, yarn, deepseek_yarn, llama3, longrope, su, mrope");
+  }
+
+  // ---- multi-axis positions: Qwen2-VL mrope_section, Qwen3-VL mrope_interleaved (axes.hpp) -----
+  if (const found sections_key = lookup({&params}, "mrope_section")) {
+    const json& list = *sections_key.value;
+    require(list.is_array() && !list.empty(), sections_key.path, "must be a non-empty array of integers");
+    std::vector<int> sections;
+    for (std::size_t i = 0; i < list.size(); ++i)
+      sections.push_back(static_cast<int>(
+          as_integer({&list[i], sections_key.path + "[" + std::to_string(i) + "]"}, 0, max_head_dim)));
+    std::int64_t sum = 0;
+    for (int v : sections) sum += v;
+    require(sum == rotary_dim / 2, sections_key.path,
+            "must sum to rotary_dim/2 = " + std::to_string(rotary_dim / 2) + " (got " + std::to_string(sum) + ")");
+    const found interleaved_key = lookup({&params}, "mrope_interleaved");
+    out.axes = interleaved_key && as_bool(interleaved_key) ? interleaved_mrope(sections) : mrope(sections);
+  } else if (t == "mrope") {
+    fail(params.path_of("mrope_section"), "is required for rope_type mrope");
   }
 
   // ---- layout: caller > rope_interleave key > model_type table > MLA hint > half --------------

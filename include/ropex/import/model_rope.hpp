@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ropex/axes.hpp"
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/policies.hpp"
@@ -25,6 +26,9 @@ struct model_rope {
   // mscale_all_dim, where HF DeepseekV3Attention multiplies by mscale^2 with
   // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 (formulas.md 2.7; 1.87385 for DeepSeek-V3).
   double softmax_scale_multiplier = 1;
+  // Multi-axis positions (axes.hpp) for M-RoPE models: HF rope_scaling.mrope_section (+
+  // mrope_interleaved for Qwen3-VL), GGUF <arch>.rope.dimension_sections. Empty for 1-D RoPE.
+  std::optional<position_axes> axes;
 
   // Provenance, for tools and error messages.
   std::string model_type;   // HF model_type or GGUF general.architecture ("" if absent)
@@ -55,7 +59,10 @@ inline double deepseek_softmax_multiplier(double factor, double mscale_all_dim) 
 
 // Runs ropex's own checks on the imported result (std::invalid_argument naming the ropex
 // field), so an importer can never hand back something make_frequencies would refuse.
-inline void validate_import(const model_rope& m) { (void)make_frequencies(m.config, m.policy); }
+inline void validate_import(const model_rope& m) {
+  (void)make_frequencies(m.config, m.policy);
+  if (m.axes) validate(*m.axes, m.config);
+}
 
 }  // namespace detail
 }  // namespace ropex
