@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ropex/angles.hpp"
+#include "ropex/axes.hpp"
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
@@ -102,6 +103,26 @@ class rotary_embedding {
     check_position(delta, "delta");
     rotate(&x, 1, nullptr, delta, 1.0, +1);
   }
+  // ---- multi-axis positions (axes.hpp): M-RoPE sections, interleaved M-RoPE, 2-D vision ---------
+  // positions are [axes][tokens] (axis_positions); pair assignment in docs/mrope.md. Equal axes
+  // give exactly the bits of the 1-D apply above.
+  template <class T>
+  void apply(T* x, std::int64_t tokens, std::int64_t heads, const position_axes& axes, axis_positions positions) const {
+    apply_multi_axis(config_, freqs_, x, tokens, heads, axes, positions);
+  }
+  template <class T>
+  void apply(tensor_view<T> x, const position_axes& axes, axis_positions positions) const {
+    apply_multi_axis(config_, freqs_, x, axes, positions);
+  }
+  template <class T>
+  void apply(tensor_view<T> q, tensor_view<T> k, const position_axes& axes, axis_positions positions) const {
+    apply_multi_axis(config_, freqs_, q, k, axes, positions);
+  }
+  template <class T>
+  void apply_inverse(tensor_view<T> x, const position_axes& axes, axis_positions positions) const {
+    apply_multi_axis_inverse(config_, freqs_, x, axes, positions);
+  }
+
   // Per-token deltas (`tokens` entries).
   template <class T>
   void shift(tensor_view<T> x, const std::int64_t* deltas) const {
@@ -120,7 +141,7 @@ class rotary_embedding {
   void check_pair(const tensor_view<T>& q, const tensor_view<T>& k) const {
     check(q, "q");
     check(k, "k");
-    detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
+    if (q.tokens != k.tokens) detail::fail("k.tokens", "must equal q.tokens");
   }
   static void check_position(std::int64_t p, const std::string& name) {
     detail::require(p >= -detail::max_abs_position && p <= detail::max_abs_position, name,
@@ -128,39 +149,47 @@ class rotary_embedding {
   }
   static void check_positions(const std::int64_t* positions, std::int64_t tokens, const char* name = "positions") {
     if (tokens == 0) return;
-    detail::require(positions != nullptr, name, "is null with tokens > 0");
-    for (std::int64_t t = 0; t < tokens; ++t) check_position(positions[t], std::string(name) + "[" + std::to_string(t) + "]");
+    if (positions == nullptr) detail::fail(name, "is null with tokens > 0");
+    // The message (and its allocation) is built only for a bad entry: decode calls are ~0.1 us.
+    for (std::int64_t t = 0; t < tokens; ++t)
+      if (positions[t] < -detail::max_abs_position || positions[t] > detail::max_abs_position)
+        check_position(positions[t], std::string(name) + "[" + std::to_string(t) + "]");
   }
   void check_table(const cos_sin_table& table, const std::int64_t* positions, std::int64_t tokens) const {
-    detail::require(table.pairs() == pairs(), "table", "was built for a different rotary_dim");
+    if (table.pairs() != pairs()) detail::fail("table", "was built for a different rotary_dim");
     if (tokens == 0) return;
-    detail::require(positions != nullptr, "positions", "is null with tokens > 0");
+    if (positions == nullptr) detail::fail("positions", "is null with tokens > 0");
     for (std::int64_t t = 0; t < tokens; ++t)
-      detail::require(positions[t] >= 0 && positions[t] < table.positions(), "positions[" + std::to_string(t) + "]",
-                      "must lie in [0, table.positions()) (got " + std::to_string(positions[t]) + ")");
+      if (positions[t] < 0 || positions[t] >= table.positions())
+        detail::fail("positions[" + std::to_string(t) + "]",
+                     "must lie in [0, table.positions()) (got " + std::to_string(positions[t]) + ")");
   }
 
   template <class T>
-  static void rotate_views(tensor_view<T>* views, int n_views, std::int64_t t, const float* cos, const float* sin,
-                           int first, int last, int half, layout pairing) {
+  static void rotate_views(const kernels::kernel_set<T>& kernel, tensor_view<T>* views, int n_views, std::int64_t t,
+                           const float* cos, const float* sin, int first, int last, int half, layout pairing) {
     for (int v = 0; v < n_views; ++v)
-      kernels::rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                            first, last, half, pairing);
+      kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
+                          first, last, half, pairing);
   }
 
   // positions == nullptr means every token uses `constant_position` (shift by one delta).
+  // The kernel family is chosen once here (kernels/dispatch.hpp); cos/sin of a token are formed
+  // once (vectorised exact angle) and used for every head of every view.
   template <class T>
   void rotate(tensor_view<T>* views, int n_views, const std::int64_t* positions, std::int64_t constant_position,
               double magnitude, double sign) const {
+    const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
-    float cos[chunk_pairs], sin[chunk_pairs];
+    alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
     const bool reuse = positions == nullptr && half <= chunk_pairs;
     for (std::int64_t t = 0; t < views[0].tokens; ++t) {
       const std::int64_t p = positions ? positions[t] : constant_position;
       for (int first = 0; first < half; first += chunk_pairs) {
         const int last = std::min(half, first + chunk_pairs);
-        if (!(reuse && t > 0)) cos_sin(p, freqs_.inv_freq.data() + first, last - first, magnitude, sign, cos, sin);
-        rotate_views(views, n_views, t, cos, sin, first, last, half, config_.layout);
+        if (!(reuse && t > 0))
+          kernel.cos_sin(p, freqs_.inv_freq.data() + first, last - first, magnitude, sign, cos, sin);
+        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout);
       }
     }
   }
@@ -168,9 +197,10 @@ class rotary_embedding {
   template <class T>
   void rotate_with_table(tensor_view<T>* views, int n_views, const std::int64_t* positions,
                          const cos_sin_table& table) const {
+    const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
     for (std::int64_t t = 0; t < views[0].tokens; ++t)
-      rotate_views(views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
+      rotate_views(kernel, views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
                    config_.layout);
   }
 

@@ -68,6 +68,7 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
 
   if (output != input) std::copy(input, input + elements, output);  // pass-through channels included
   const layout pairing = attributes.interleaved ? layout::interleaved : layout::half;
+  const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();  // chosen once per call
   constexpr int chunk = 128;
   float cos[chunk], sin[chunk];
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -85,7 +86,7 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
           cos[j - first] = detail::load(c[j]);
           sin[j - first] = detail::load(n[j]);
         }
-        kernels::rotate_token(base + s * token_stride, heads, head_stride, cos, sin, static_cast<int>(first),
+        kernel.rotate_token(base + s * token_stride, heads, head_stride, cos, sin, static_cast<int>(first),
                               static_cast<int>(last), static_cast<int>(half), pairing);
       }
     }

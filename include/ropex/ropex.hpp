@@ -1,5 +1,6 @@
 // ropex: RoPE kernels and context-extension policies. The one header users include.
 //   config.hpp -> policies.hpp -> frequencies.hpp -> angles.hpp / table.hpp -> kernels/ -> apply.hpp
+//   axes.hpp: multi-axis positions (M-RoPE, 2-D vision); threads.hpp: split a call over threads
 #pragma once
 
 #include "ropex/version.hpp"
@@ -11,5 +12,7 @@
 #include "ropex/view.hpp"
 #include "ropex/table.hpp"
 #include "ropex/kernels/dispatch.hpp"
+#include "ropex/axes.hpp"
 #include "ropex/apply.hpp"
+#include "ropex/threads.hpp"
 #include "ropex/onnx.hpp"

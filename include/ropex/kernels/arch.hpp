@@ -32,10 +32,8 @@
 #if defined(__clang__)
 #define ROPEX_BEGIN_TARGET_AVX2 \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c\"))), apply_to = function)")
-#define ROPEX_BEGIN_TARGET_AVX512                                                                         \
-  _Pragma(                                                                                                \
-      "clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c\"))), " \
-      "apply_to = function)")
+#define ROPEX_BEGIN_TARGET_AVX512 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c\"))), apply_to = function)")
 #define ROPEX_END_TARGET _Pragma("clang attribute pop")
 #else
 #define ROPEX_BEGIN_TARGET_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c\")")

@@ -15,6 +15,12 @@
 
 #if ROPEX_KERNELS_X86
 ROPEX_BEGIN_TARGET_AVX512
+// GCC 12's AVX-512 intrinsics fill don't-care lanes from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports once inlined; nothing here reads an undefined lane.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace ropex::kernels::avx512 {
 
 inline constexpr int float_lanes = 16;
@@ -47,11 +53,16 @@ inline __m512i bf16_round(__m512 v) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(rounded, nan, top, _mm512_set1_epi32(0x40));
 }
-inline void store(bfloat16* p, __m512 v) { _mm512_mask_cvtepi32_storeu_epi16(p, 0xffff, bf16_round(v)); }
+// Full vectors narrow in a register (vpmovdw to memory is the slow form); tails use the masked one.
+inline void store(bfloat16* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bf16_round(v)));
+}
 inline void store(bfloat16* p, __m512 v, __mmask16 m) { _mm512_mask_cvtepi32_storeu_epi16(p, m, bf16_round(v)); }
 
 // ---- rotation ---------------------------------------------------------------------------------
-// Half layout: two streams, a = x[i], b = x[i + half].
+// Half layout: two streams, a = x[i], b = x[i + half]. a' = fma(a, c, -fl(b s)) and
+// b' = fma(b, c, fl(a s)): the same operations as the interleaved lanes, so both layouts give
+// bit-identical results for the same pairs.
 template <class T>
 inline void rotate_half(T* x, int half, const float* cos, const float* sin, int n) {
   T* a = x;
@@ -61,14 +72,14 @@ inline void rotate_half(T* x, int half, const float* cos, const float* sin, int 
     const __m512 c = _mm512_loadu_ps(cos + i), s = _mm512_loadu_ps(sin + i);
     const __m512 xa = load(a + i), xb = load(b + i);
     store(a + i, _mm512_fmsub_ps(xa, c, _mm512_mul_ps(xb, s)));
-    store(b + i, _mm512_fmadd_ps(xa, s, _mm512_mul_ps(xb, c)));
+    store(b + i, _mm512_fmadd_ps(xb, c, _mm512_mul_ps(xa, s)));
   }
   if (i < n) {
     const __mmask16 m = first_lanes(n - i);
     const __m512 c = _mm512_maskz_loadu_ps(m, cos + i), s = _mm512_maskz_loadu_ps(m, sin + i);
     const __m512 xa = load(a + i, m), xb = load(b + i, m);
     store(a + i, _mm512_fmsub_ps(xa, c, _mm512_mul_ps(xb, s)), m);
-    store(b + i, _mm512_fmadd_ps(xa, s, _mm512_mul_ps(xb, c)), m);
+    store(b + i, _mm512_fmadd_ps(xb, c, _mm512_mul_ps(xa, s)), m);
   }
 }
 
@@ -205,5 +216,8 @@ void from_float(const float* in, T* out, std::size_t n) {
 }
 
 }  // namespace ropex::kernels::avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 #endif

@@ -20,6 +20,8 @@
 
 #include <cmath>
 
+#include "ropex/angles.hpp"  // the three-part 2 pi every family reduces with
+
 namespace ropex::kernels::sincos {
 
 inline constexpr double two_over_pi = 0.63661977236758134308;

@@ -1,0 +1,260 @@
+// ropex kernels against the memory roofline (issue 3).
+//
+// Every rotation benchmark reports bytes/s counting one read and one write of the rotated tensor
+// (cos/sin tables and positions are not counted). In the same binary, `roofline/<bytes>` is an
+// in-place `x *= a` pass over the same number of bytes (AVX-512 when the CPU has it): the speed
+// of light for an in-place streaming kernel on this machine. bench/run divides the two.
+//
+// Names: rope/<shape>/<type>/<layout>/<policy>/<path>/<isa>
+//   shape  a 4096x32x128, b 512x32x128, c 64x32x128, d 1x32x128 (decode), e 4096x8x64
+//   path   fly (exact angle + vector sincos per token) or table (precomputed cos_sin_table)
+//   isa    dispatch (what run-time dispatch picks; named in the label) or a forced family
+// naive/<shape>/<layout>: the textbook scalar loop (float angle, cosf/sinf per element).
+// threads2/...: rope through parallel_apply with 2 std::threads.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ropex/ropex.hpp>
+#include <ropex/threads.hpp>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ROPEX_BENCH_X86 1
+#else
+#define ROPEX_BENCH_X86 0
+#endif
+
+namespace {
+
+using ropex::kernels::isa;
+
+struct shape {
+  const char* name;
+  std::int64_t tokens, heads;
+  int head_dim;
+};
+const shape shapes[] = {{"a", 4096, 32, 128}, {"b", 512, 32, 128}, {"c", 64, 32, 128}, {"d", 1, 32, 128}, {"e", 4096, 8, 64}};
+
+// 64-byte aligned buffers, as tensor allocators (PyTorch, ggml) give: a vector from malloc is
+// 16 bytes off a cache line, which splits every 64-byte access of both the kernels and the roofline.
+template <class T>
+struct aligned_buffer {
+  std::unique_ptr<T[], void (*)(void*)> data_{nullptr, std::free};
+  std::size_t size_ = 0;
+  explicit aligned_buffer(std::size_t n) : size_(n) {
+    const std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+    data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!data_) throw std::bad_alloc();
+  }
+  T* data() { return data_.get(); }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+};
+
+// ---- roofline: x *= a in place -------------------------------------------------------------------
+#if ROPEX_BENCH_X86
+__attribute__((target("avx512f"))) void scale_avx512(float* x, std::size_t n, float a) {
+  const __m512 va = _mm512_set1_ps(a);
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {  // 4 vectors a step, like the rotation kernels' unrolled loads
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
+    _mm512_storeu_ps(x + i + 16, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), va));
+    _mm512_storeu_ps(x + i + 32, _mm512_mul_ps(_mm512_loadu_ps(x + i + 32), va));
+    _mm512_storeu_ps(x + i + 48, _mm512_mul_ps(_mm512_loadu_ps(x + i + 48), va));
+  }
+  for (; i < n; ++i) x[i] *= a;
+}
+#endif
+void scale_portable(float* x, std::size_t n, float a) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+}
+void scale(float* x, std::size_t n, float a) {
+#if ROPEX_BENCH_X86
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return scale_avx512(x, n, a);
+#endif
+  scale_portable(x, n, a);
+}
+
+void roofline(benchmark::State& state, std::size_t bytes, int threads) {
+  aligned_buffer<float> x(bytes / sizeof(float));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1.0f;
+  volatile float one = 1.0f;  // a run-time 1: the pass cannot be optimised away, values stay put
+  const float a = one;
+  for (auto _ : state) {
+    if (threads == 1) {
+      scale(x.data(), x.size(), a);
+    } else {
+      std::thread other([&] { scale(x.data() + x.size() / 2, x.size() - x.size() / 2, a); });
+      scale(x.data(), x.size() / 2, a);
+      other.join();
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * bytes));
+}
+
+// ---- ropex ----------------------------------------------------------------------------------------
+template <class T>
+aligned_buffer<T> make_input(std::size_t n) {
+  aligned_buffer<T> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = T(std::sin(0.001f * static_cast<float>(i % 100000)));
+  return x;
+}
+
+ropex::rotary_embedding make_rope(const shape& s, ropex::layout pairing, bool yarn) {
+  ropex::rope_config cfg{s.head_dim};
+  cfg.layout = pairing;
+  if (!yarn) return ropex::rotary_embedding(cfg, ropex::plain{});
+  ropex::yarn y;
+  y.factor = 4;
+  y.original_max_position = 4096;
+  return ropex::rotary_embedding(cfg, y);
+}
+
+// isa < 0: run-time dispatch's choice; otherwise a forced family. YaRN multiplies by its
+// attention factor m != 1, so its benchmarks alternate apply and apply_inverse (the same kernel
+// with 1/m) to keep the data finite; both count as one rotation pass.
+template <class T>
+void rope_bench(benchmark::State& state, shape s, ropex::layout pairing, bool yarn, bool table_path, int family,
+                int threads) {
+  const ropex::rotary_embedding rope = make_rope(s, pairing, yarn);
+  aligned_buffer<T> x = make_input<T>(static_cast<std::size_t>(s.tokens * s.heads * s.head_dim));
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(s.tokens));
+  for (std::int64_t t = 0; t < s.tokens; ++t) positions[static_cast<std::size_t>(t)] = s.tokens == 1 ? 4095 : t;
+  const ropex::cos_sin_table table = rope.make_table(4096);
+  const auto view = ropex::contiguous_view(x.data(), s.tokens, s.heads, s.head_dim);
+  ropex::kernels::forced_isa guard(family < 0 ? ropex::kernels::selected_isa() : static_cast<isa>(family));
+  bool forward = true;
+  for (auto _ : state) {
+    if (threads > 1) {
+      if (table_path)
+        ropex::parallel_apply(rope, view, positions.data(), table, threads);
+      else
+        ropex::parallel_apply(rope, view, positions.data(), threads);
+    } else if (table_path) {
+      rope.apply(view, positions.data(), table);
+    } else if (!yarn || forward) {
+      rope.apply(view, positions.data());
+    } else {
+      rope.apply_inverse(view, positions.data());
+    }
+    forward = !forward;
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(ropex::kernel_isa());
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(2 * x.size() * sizeof(T)));
+}
+
+// The textbook loop: float angle, cosf/sinf for every element of every head.
+void naive_bench(benchmark::State& state, shape s, ropex::layout pairing) {
+  aligned_buffer<float> x = make_input<float>(static_cast<std::size_t>(s.tokens * s.heads * s.head_dim));
+  const int half = s.head_dim / 2;
+  std::vector<float> inv(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) inv[static_cast<std::size_t>(i)] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(s.head_dim));
+  for (auto _ : state) {
+    for (std::int64_t t = 0; t < s.tokens; ++t)
+      for (std::int64_t h = 0; h < s.heads; ++h) {
+        float* row = x.data() + (t * s.heads + h) * s.head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float theta = static_cast<float>(s.tokens == 1 ? 4095 : t) * inv[static_cast<std::size_t>(i)];
+          const float c = std::cos(theta), sn = std::sin(theta);
+          float& a = pairing == ropex::layout::half ? row[i] : row[2 * i];
+          float& b = pairing == ropex::layout::half ? row[i + half] : row[2 * i + 1];
+          const float xa = a, xb = b;
+          a = xa * c - xb * sn;
+          b = xb * c + xa * sn;
+        }
+      }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * x.size() * 4));
+}
+
+const char* layout_name(ropex::layout l) { return l == ropex::layout::half ? "half" : "interleaved"; }
+
+void register_all() {
+  const double min_time = 0.2;
+  // Rooflines over every byte count used below (b and e share 8 MiB).
+  for (std::size_t bytes : {std::size_t{64} << 20, std::size_t{32} << 20, std::size_t{8} << 20, std::size_t{1} << 20,
+                            std::size_t{16} << 10}) {
+    benchmark::RegisterBenchmark(("roofline/" + std::to_string(bytes)).c_str(), roofline, bytes, 1)->MinTime(min_time);
+    if (bytes >= (std::size_t{8} << 20))
+      benchmark::RegisterBenchmark(("roofline2/" + std::to_string(bytes)).c_str(), roofline, bytes, 2)->MinTime(min_time);
+  }
+
+  // Families: dispatch's choice first, then every other available one (forced).
+  std::vector<std::pair<std::string, int>> families = {{"dispatch", -1}};
+  for (isa f : {isa::scalar, isa::avx2, isa::avx512, isa::neon})
+    if (ropex::kernels::isa_available(f) && f != ropex::kernels::selected_isa())
+      families.push_back({ropex::kernels::isa_name(f), static_cast<int>(f)});
+
+  for (const shape& s : shapes)
+    for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
+      for (bool yarn : {false, true})
+        for (bool table_path : {false, true})
+          for (const auto& [family_name, family] : families) {
+            const std::string name = std::string("rope/") + s.name + "/float/" + layout_name(pairing) + "/" +
+                                     (yarn ? "yarn" : "plain") + "/" + (table_path ? "table" : "fly") + "/" + family_name;
+            benchmark::RegisterBenchmark(name.c_str(), rope_bench<float>, s, pairing, yarn, table_path, family, 1)
+                ->MinTime(min_time);
+          }
+  // (f): shape a in fp16 and bf16.
+  for (int type = 0; type < 2; ++type)
+    for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
+      for (bool yarn : {false, true})
+        for (bool table_path : {false, true})
+          for (const auto& [family_name, family] : families) {
+            const std::string name = std::string("rope/a/") + (type == 0 ? "float16/" : "bfloat16/") +
+                                     layout_name(pairing) + "/" + (yarn ? "yarn" : "plain") + "/" +
+                                     (table_path ? "table" : "fly") + "/" + family_name;
+            if (type == 0)
+              benchmark::RegisterBenchmark(name.c_str(), rope_bench<ropex::float16>, shapes[0], pairing, yarn,
+                                           table_path, family, 1)->MinTime(min_time);
+            else
+              benchmark::RegisterBenchmark(name.c_str(), rope_bench<ropex::bfloat16>, shapes[0], pairing, yarn,
+                                           table_path, family, 1)->MinTime(min_time);
+          }
+  for (const shape& s : shapes)
+    for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
+      benchmark::RegisterBenchmark((std::string("naive/") + s.name + "/" + layout_name(pairing)).c_str(), naive_bench, s,
+                                   pairing)->MinTime(min_time);
+  // Two threads (dispatch's family), plain policy.
+  for (const shape& s : shapes)
+    for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
+      for (bool table_path : {false, true}) {
+        const std::string name = std::string("threads2/") + s.name + "/float/" + layout_name(pairing) + "/plain/" +
+                                 (table_path ? "table" : "fly") + "/dispatch";
+        benchmark::RegisterBenchmark(name.c_str(), rope_bench<float>, s, pairing, false, table_path, -1, 2)
+            ->MinTime(min_time)->UseRealTime();
+      }
+  for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved}) {
+    benchmark::RegisterBenchmark((std::string("threads2/a/float16/") + layout_name(pairing) + "/plain/fly/dispatch").c_str(),
+                                 rope_bench<ropex::float16>, shapes[0], pairing, false, false, -1, 2)
+        ->MinTime(min_time)->UseRealTime();
+    benchmark::RegisterBenchmark((std::string("threads2/a/bfloat16/") + layout_name(pairing) + "/plain/fly/dispatch").c_str(),
+                                 rope_bench<ropex::bfloat16>, shapes[0], pairing, false, false, -1, 2)
+        ->MinTime(min_time)->UseRealTime();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("ropex_kernel_isa", ropex::kernel_isa());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

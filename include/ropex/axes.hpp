@@ -1,0 +1,343 @@
+// Multi-axis RoPE: each rotated pair follows one of several position streams (axes) per token.
+//   sections     M-RoPE of Qwen2-VL / Qwen2.5-VL: contiguous blocks of pairs per axis (t, h, w)
+//   interleaved  M-RoPE of Qwen3-VL: pairs dealt round robin t, h, w
+//   vision_2d    2-D RoPE of ViT encoders (Qwen2-VL/2.5-VL vision tower, ggml VISION): the first
+//                half of the pairs follows the row index, the second half the column index
+// docs/mrope.md has the conventions of Hugging Face, vLLM and ggml and how ropex maps onto them.
+//
+// Everything is expressed on the PAIR index i (the frequency index of formulas.md section 1);
+// the layout only decides which two channels form pair i, so every assignment works with both:
+//   half:        pair i = (x[i], x[i + R])        interleaved: pair i = (x[2i], x[2i+1])
+// where R is the number of rotated pairs (rotary_dim/2, or rotary_dim for vision_2d).
+//
+// Pair i of a token rotates by  theta = positions[axis(i)][t] * inv_freq[frequency(i)], with cos
+// and sin times the attention factor, exactly as 1-D RoPE does; frequencies come from any scaling
+// policy (rotary_embedding::freqs()). The assignment, for P = rotary_dim/2 and s = mrope_section:
+//   sections:    axis(i) = a  for s[0]+..+s[a-1] <= i < s[0]+..+s[a];       frequency(i) = i
+//                (HF apply_multimodal_rotary_pos_emb: Qwen2-VL s = 16,24,24 gives t for i < 16,
+//                h for 16 <= i < 40, w for 40 <= i < 64; HF splits the doubled cos/sin with
+//                mrope_section*2, so both channels of a half-layout pair share one axis.)
+//   interleaved: axis(i) = 1 (h) if i % 3 == 1 and i < 3 s[1];
+//                          2 (w) if i % 3 == 2 and i < 3 s[2];
+//                          0 (t) otherwise                                 frequency(i) = i
+//                (HF Qwen3-VL apply_interleaved_mrope, vLLM apply_interleaved_rope; s = 24,20,20
+//                gives h = 1,4,..,58, w = 2,5,..,59, t = 0,3,..,57 and 60..63.)
+//   vision_2d:   R = 2P pairs over the whole head (requires rotary_dim == head_dim/2, as ggml's
+//                VISION mode asserts n_dims == ne0/2);
+//                axis(i) = 0 (row) for i < P, 1 (column) for P <= i < 2P;  frequency(i) = i mod P
+//                (HF Qwen2-VL VisionRotaryEmbedding(head_dim/2) builds P = head_dim/4 frequencies
+//                base^(-2j/(head_dim/2)) and concatenates the row and column angles; ggml VISION
+//                restarts theta per section, the same thing.)
+//
+// Text tokens carry the same index on every axis; the result is then bit-identical to 1-D RoPE
+// (same cos/sin routine, same kernel, same chunking as rotary_embedding::apply).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ropex/angles.hpp"
+#include "ropex/config.hpp"
+#include "ropex/frequencies.hpp"
+#include "ropex/kernels/dispatch.hpp"
+#include "ropex/types.hpp"
+#include "ropex/view.hpp"
+
+namespace ropex {
+
+// How the rotated pairs are shared among the position axes (see the table above).
+enum class axis_assignment { sections, interleaved, vision_2d };
+
+// The position-axes option: an assignment and, for the M-RoPE kinds, the number of pairs per axis
+// (HF/vLLM `mrope_section`, GGUF `<arch>.rope.dimension_sections` without its trailing zeros).
+struct position_axes {
+  axis_assignment assignment = axis_assignment::sections;
+  std::vector<int> mrope_section;  // pairs per axis, summing to rotary_dim/2; empty for vision_2d
+};
+
+// Qwen2-VL / Qwen2.5-VL M-RoPE, e.g. mrope({16, 24, 24}) for head_dim 128.
+inline position_axes mrope(std::vector<int> mrope_section) {
+  return {axis_assignment::sections, std::move(mrope_section)};
+}
+// Qwen3-VL interleaved M-RoPE, e.g. interleaved_mrope({24, 20, 20}) for head_dim 128.
+inline position_axes interleaved_mrope(std::vector<int> mrope_section) {
+  return {axis_assignment::interleaved, std::move(mrope_section)};
+}
+// 2-D vision RoPE: positions[0] = row (height) index, positions[1] = column (width) index.
+inline position_axes vision_2d() { return {axis_assignment::vision_2d, {}}; }
+
+// Position streams laid out [axes][tokens]: stream a of token t is data[a * stride + t] (HF
+// position_ids[3, seq], vLLM positions[3, num_tokens], ggml pos[t + ne2 * a]). `axes` states how
+// many streams the buffer holds and must equal axis_count() of the option. axis_stride = 0 means
+// the dense layout (stride = the call's token count); a larger stride lets a caller rotate tokens
+// [t0, t1) of a longer batch (data + t0, axis_stride = total tokens), e.g. one range per thread.
+struct axis_positions {
+  const std::int64_t* data = nullptr;
+  int axes = 0;
+  std::int64_t axis_stride = 0;
+};
+
+// Elements between stream a and a + 1 for a call over `tokens` tokens.
+inline std::int64_t axis_stride_of(const axis_positions& p, std::int64_t tokens) {
+  return p.axis_stride == 0 ? tokens : p.axis_stride;
+}
+
+// Largest number of axes (ggml carries 4 sections: t, h, w and an extra e).
+inline constexpr int max_position_axes = 4;
+
+// Number of position streams the option expects.
+inline int axis_count(const position_axes& a) {
+  return a.assignment == axis_assignment::vision_2d ? 2 : static_cast<int>(a.mrope_section.size());
+}
+
+// Number of rotated pairs R: rotary_dim/2, or rotary_dim for vision_2d (whose pairs span the head).
+inline int rotated_pairs(const rope_config& c, const position_axes& a) {
+  return a.assignment == axis_assignment::vision_2d ? 2 * pair_count(c) : pair_count(c);
+}
+
+// The axis and frequency index of pair i (0 <= i < rotated_pairs); the rules of the table above.
+// Assumes a validated option.
+struct pair_source {
+  int axis;
+  int frequency;
+};
+inline pair_source source_of_pair(const rope_config& c, const position_axes& a, int i) {
+  switch (a.assignment) {
+    case axis_assignment::vision_2d: {
+      const int p = pair_count(c);
+      return i < p ? pair_source{0, i} : pair_source{1, i - p};
+    }
+    case axis_assignment::interleaved:
+      // HF Qwen3-VL: start from t everywhere, overwrite slice(1, 3*s[1], 3) with h and
+      // slice(2, 3*s[2], 3) with w.
+      if (i % 3 == 1 && i < 3 * a.mrope_section[1]) return {1, i};
+      if (i % 3 == 2 && i < 3 * a.mrope_section[2]) return {2, i};
+      return {0, i};
+    case axis_assignment::sections:
+      break;
+  }
+  int end = 0;
+  for (int axis = 0; axis < static_cast<int>(a.mrope_section.size()); ++axis) {
+    end += a.mrope_section[static_cast<std::size_t>(axis)];
+    if (i < end) return {axis, i};
+  }
+  return {static_cast<int>(a.mrope_section.size()) - 1, i};  // unreachable for a validated option
+}
+
+// Throws std::invalid_argument naming the field when the option does not fit the config.
+inline void validate(const position_axes& a, const rope_config& c) {
+  using detail::require;
+  validate(c);
+  const int pairs = pair_count(c);
+  const auto& s = a.mrope_section;
+  const auto n = static_cast<int>(s.size());
+  switch (a.assignment) {
+    case axis_assignment::vision_2d:
+      require(s.empty(), "mrope_section", "must be empty for vision_2d (each axis owns half of the pairs)");
+      require(2 * rotary_dim_of(c) == c.head_dim, "rotary_dim",
+              "must be head_dim/2 for vision_2d, the per-axis rotary dim (ggml VISION n_dims == ne0/2; got " +
+                  std::to_string(rotary_dim_of(c)) + " for head_dim " + std::to_string(c.head_dim) + ")");
+      return;
+    case axis_assignment::interleaved:
+      require(n == 3, "mrope_section", "must have 3 entries (t, h, w) for interleaved M-RoPE (got " + std::to_string(n) + ")");
+      break;
+    case axis_assignment::sections:
+      require(n >= 1 && n <= max_position_axes, "mrope_section",
+              "must have 1 to " + std::to_string(max_position_axes) + " entries (got " + std::to_string(n) + ")");
+      break;
+    default:
+      detail::fail("assignment", "is not a known axis_assignment");
+  }
+  long long sum = 0;
+  for (int k = 0; k < n; ++k) {
+    const int v = s[static_cast<std::size_t>(k)];
+    require(v >= 0, "mrope_section[" + std::to_string(k) + "]", "must be >= 0 (got " + std::to_string(v) + ")");
+    sum += v;
+  }
+  require(sum == pairs, "mrope_section",
+          "must sum to rotary_dim/2 = " + std::to_string(pairs) + " (got " + std::to_string(sum) + ")");
+  if (a.assignment == axis_assignment::interleaved) {
+    // The round robin only honours the counts when the h and w slots fit below rotary_dim/2
+    // (HF and vLLM silently give the missing ones to t); refuse rather than mislabel.
+    int count[3] = {0, 0, 0};
+    for (int i = 0; i < pairs; ++i) ++count[source_of_pair(c, a, i).axis];
+    for (int k = 1; k < 3; ++k)
+      require(count[k] == s[static_cast<std::size_t>(k)], "mrope_section[" + std::to_string(k) + "]",
+              "asks for " + std::to_string(s[static_cast<std::size_t>(k)]) + " pairs but the t,h,w round robin over " +
+                  std::to_string(pairs) + " pairs gives it " + std::to_string(count[k]));
+  }
+}
+
+namespace detail {
+
+// Pairs handled per step (the same chunking as rotary_embedding::apply, so equal axes give
+// bit-identical results even for rotary dims above 256).
+inline constexpr int axes_chunk_pairs = 128;
+
+// Pairs [first, last) grouped by axis: slot k holds pair[k] with frequency inv[k]; axis a owns
+// slots [begin[a], begin[a+1]). in_order: pair[k] == first + k, so cos/sin land in place.
+struct axes_chunk {
+  int first = 0, last = 0;
+  int begin[max_position_axes + 1] = {};
+  int pair[axes_chunk_pairs];
+  double inv[axes_chunk_pairs];
+  bool in_order = true;
+};
+
+inline void plan_axes_chunk(const rope_config& c, const frequencies& f, const position_axes& a, int first, int last,
+                            axes_chunk& plan) {
+  plan.first = first;
+  plan.last = last;
+  const int axes = axis_count(a);
+  int count[max_position_axes] = {};
+  for (int i = first; i < last; ++i) ++count[source_of_pair(c, a, i).axis];
+  plan.begin[0] = 0;
+  for (int k = 0; k < axes; ++k) plan.begin[k + 1] = plan.begin[k] + count[k];
+  int next[max_position_axes];
+  for (int k = 0; k < axes; ++k) next[k] = plan.begin[k];
+  plan.in_order = true;
+  for (int i = first; i < last; ++i) {
+    const pair_source src = source_of_pair(c, a, i);
+    const int slot = next[src.axis]++;
+    plan.pair[slot] = i;
+    plan.inv[slot] = f.inv_freq[static_cast<std::size_t>(src.frequency)];
+    plan.in_order = plan.in_order && slot == i - first;
+  }
+}
+
+// cos/sin of one token for the pairs of `plan`, indexed from plan.first. token_positions[a] is
+// the token's index on axis a. Each value is the kernel's cos_sin of (position, inv_freq) -- an
+// elementwise function -- so grouping by axis changes no bit.
+inline void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token_positions,
+                            std::int64_t axis_stride, double magnitude, double sign,
+                            void (*cos_sin_fn)(std::int64_t, const double*, int, double, double, float*, float*),
+                            float* cos, float* sin) {
+  alignas(64) float grouped_cos[axes_chunk_pairs], grouped_sin[axes_chunk_pairs];
+  float* out_cos = plan.in_order ? cos : grouped_cos;
+  float* out_sin = plan.in_order ? sin : grouped_sin;
+  for (int k = 0; k < axes; ++k) {
+    const int b = plan.begin[k], n = plan.begin[k + 1] - b;
+    if (n > 0) cos_sin_fn(token_positions[k * axis_stride], plan.inv + b, n, magnitude, sign, out_cos + b, out_sin + b);
+  }
+  if (!plan.in_order)
+    for (int slot = 0; slot < plan.last - plan.first; ++slot) {
+      cos[plan.pair[slot] - plan.first] = grouped_cos[slot];
+      sin[plan.pair[slot] - plan.first] = grouped_sin[slot];
+    }
+}
+
+// The rotation itself: validated inputs only; neither allocates nor throws. The kernel family is
+// fetched once; per token the cos/sin of every axis are formed once and shared by all heads.
+template <class T>
+void rotate_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T>* views, int n_views,
+                       const position_axes& a, axis_positions positions, double magnitude, double sign) {
+  const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
+  const std::int64_t tokens = views[0].tokens;
+  const int total = rotated_pairs(c, a), axes = axis_count(a);
+  const std::int64_t stride = axis_stride_of(positions, tokens);
+  axes_chunk plan;
+  alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
+  for (int first = 0; first < total; first += axes_chunk_pairs) {
+    const int last = std::min(total, first + axes_chunk_pairs);
+    plan_axes_chunk(c, f, a, first, last, plan);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel.cos_sin, cos, sin);
+      for (int v = 0; v < n_views; ++v)
+        kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
+                            first, last, total, c.layout);
+    }
+  }
+}
+
+template <class T>
+void check_multi_axis_view(const tensor_view<T>& v, const rope_config& c, const char* name) {
+  static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
+  validate_view(v, c.head_dim, name);
+}
+
+// Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).
+inline void check_multi_axis_call(const rope_config& c, const frequencies& f, const position_axes& a,
+                                  axis_positions positions, std::int64_t tokens) {
+  validate(a, c);
+  require(f.inv_freq.size() == static_cast<std::size_t>(pair_count(c)), "freqs",
+          "has " + std::to_string(f.inv_freq.size()) + " frequencies for rotary_dim/2 = " + std::to_string(pair_count(c)));
+  const int axes = axis_count(a);
+  require(positions.axes == axes, "positions.axes",
+          "must equal the " + std::to_string(axes) + " axes of the option (got " + std::to_string(positions.axes) + ")");
+  require(positions.axis_stride == 0 || positions.axis_stride >= tokens, "positions.axis_stride",
+          "must be 0 (dense) or >= tokens (got " + std::to_string(positions.axis_stride) + " for " +
+              std::to_string(tokens) + " tokens)");
+  if (tokens == 0) return;
+  require(positions.data != nullptr, "positions", "is null with tokens > 0");
+  const std::int64_t stride = axis_stride_of(positions, tokens);
+  for (int k = 0; k < axes; ++k)
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::int64_t p = positions.data[k * stride + t];
+      if (p < -max_abs_position || p > max_abs_position)  // message built only for a bad entry
+        fail("positions[" + std::to_string(k) + "][" + std::to_string(t) + "]",
+             "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
+    }
+}
+
+}  // namespace detail
+
+// ---- free functions behind rotary_embedding's multi-axis overloads ------------------------------
+// Pass rope.config() and rope.freqs(). Inputs are checked before anything is written.
+
+// x <- m R(positions) x per the option; x is [tokens][heads][head_dim] (any tensor_view lattice).
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
+                      axis_positions positions) {
+  detail::check_multi_axis_view(x, c, "x");
+  detail::check_multi_axis_call(c, f, a, positions, x.tokens);
+  detail::rotate_multi_axis(c, f, &x, 1, a, positions, f.attention_factor, +1);
+}
+
+// q and k of the same tokens in one pass (GQA: their head counts may differ).
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> q, tensor_view<T> k,
+                      const position_axes& a, axis_positions positions) {
+  detail::check_multi_axis_view(q, c, "q");
+  detail::check_multi_axis_view(k, c, "k");
+  detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
+  detail::check_multi_axis_call(c, f, a, positions, q.tokens);
+  tensor_view<T> views[2] = {q, k};
+  detail::rotate_multi_axis(c, f, views, 2, a, positions, f.attention_factor, +1);
+}
+
+// Contiguous [tokens][heads][head_dim].
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, T* x, std::int64_t tokens, std::int64_t heads,
+                      const position_axes& a, axis_positions positions) {
+  apply_multi_axis(c, f, contiguous_view(x, tokens, heads, c.head_dim), a, positions);
+}
+
+// x <- R(-positions) x / m: undoes apply_multi_axis up to rounding.
+template <class T>
+void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
+                              axis_positions positions) {
+  detail::check_multi_axis_view(x, c, "x");
+  detail::check_multi_axis_call(c, f, a, positions, x.tokens);
+  detail::rotate_multi_axis(c, f, &x, 1, a, positions, 1 / f.attention_factor, -1);
+}
+
+// The cos/sin one token rotates by: rotated_pairs(c, a) values each, attention factor included,
+// pair i at index i. token_positions holds axis_count(a) entries (the token's t, h, w ...).
+inline void multi_axis_cos_sin(const rope_config& c, const frequencies& f, const position_axes& a,
+                               const std::int64_t* token_positions, float* cos, float* sin) {
+  detail::check_multi_axis_call(c, f, a, axis_positions{token_positions, axis_count(a)}, 1);
+  detail::require(cos != nullptr && sin != nullptr, "cos", "and sin must not be null");
+  const kernels::kernel_set<float>& kernel = kernels::active_kernels<float>();
+  const int total = rotated_pairs(c, a);
+  detail::axes_chunk plan;
+  for (int first = 0; first < total; first += detail::axes_chunk_pairs) {
+    const int last = std::min(total, first + detail::axes_chunk_pairs);
+    detail::plan_axes_chunk(c, f, a, first, last, plan);
+    detail::fill_axes_chunk(plan, axis_count(a), token_positions, 1, f.attention_factor, 1.0, kernel.cos_sin,
+                            cos + first, sin + first);
+  }
+}
+
+}  // namespace ropex

@@ -1,0 +1,222 @@
+// AVX2 kernels (with FMA and F16C): the functions of kernels/scalar.hpp with the same contracts,
+// 8 floats / 4 doubles per vector. Compiled for that target by pragma, so the including program
+// needs no -m flag; only dispatch.hpp calls them, after checking the CPU.
+// Tails: fp32 uses vmaskmov loads/stores; fp16/bf16 (AVX2 has no 16-bit masked moves) go through
+// an 8-lane padded register image (copy the k < 8 live elements in, rotate, copy k out). Either
+// way no byte outside the pairs is read or written and no scalar loop runs over the tail.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/kernels/arch.hpp"
+#include "ropex/kernels/sincos.hpp"
+#include "ropex/types.hpp"
+
+#if ROPEX_KERNELS_X86
+ROPEX_BEGIN_TARGET_AVX2
+namespace ropex::kernels::avx2 {
+
+inline constexpr int float_lanes = 8;
+
+// All-ones in the first n 32-bit lanes.
+inline __m256i first_lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// ---- storage <-> 8 floats (the `n` overloads touch only the first n < 8 elements) -------------
+inline __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
+inline void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+inline void store(float* p, __m256 v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+
+inline __m128i load_bits(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m128i load_bits(const void* p, int n) {
+  alignas(16) std::uint16_t image[8] = {};
+  std::memcpy(image, p, static_cast<std::size_t>(n) * 2);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(image));
+}
+inline void store_bits(void* p, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(p), v); }
+inline void store_bits(void* p, __m128i v, int n) {
+  alignas(16) std::uint16_t image[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(image), v);
+  std::memcpy(p, image, static_cast<std::size_t>(n) * 2);
+}
+
+// F16C: vcvtph2ps is exact; vcvtps2ph with imm 0 rounds to nearest even (IEEE binary16).
+inline __m128i half_bits(__m256 v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline __m256 load(const float16* p) { return _mm256_cvtph_ps(load_bits(p)); }
+inline __m256 load(const float16* p, int n) { return _mm256_cvtph_ps(load_bits(p, n)); }
+inline void store(float16* p, __m256 v) { store_bits(p, half_bits(v)); }
+inline void store(float16* p, __m256 v, int n) { store_bits(p, half_bits(v), n); }
+
+// bfloat16: widen by a 16-bit shift; narrow with the integer round-to-nearest-even of types.hpp.
+inline __m256 bf16_widen(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+inline __m128i bf16_round(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i top = _mm256_srli_epi32(bits, 16);
+  const __m256i bias = _mm256_add_epi32(_mm256_and_si256(top, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+  const __m256i quiet_nan = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet_nan, nan);  // every lane <= 0xffff: packus is exact
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+}
+inline __m256 load(const bfloat16* p) { return bf16_widen(load_bits(p)); }
+inline __m256 load(const bfloat16* p, int n) { return bf16_widen(load_bits(p, n)); }
+inline void store(bfloat16* p, __m256 v) { store_bits(p, bf16_round(v)); }
+inline void store(bfloat16* p, __m256 v, int n) { store_bits(p, bf16_round(v), n); }
+
+// ---- rotation ---------------------------------------------------------------------------------
+// Half layout: two streams, a = x[i], b = x[i + half]. a' = fma(a, c, -fl(b s)) and
+// b' = fma(b, c, fl(a s)): the same operations as the interleaved lanes, so both layouts give
+// bit-identical results for the same pairs.
+template <class T>
+inline void rotate_half(T* x, int half, const float* cos, const float* sin, int n) {
+  T* a = x;
+  T* b = x + half;
+  int i = 0;
+  for (; i + float_lanes <= n; i += float_lanes) {
+    const __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_loadu_ps(sin + i);
+    const __m256 xa = load(a + i), xb = load(b + i);
+    store(a + i, _mm256_fmsub_ps(xa, c, _mm256_mul_ps(xb, s)));
+    store(b + i, _mm256_fmadd_ps(xb, c, _mm256_mul_ps(xa, s)));
+  }
+  if (i < n) {
+    const int k = n - i;
+    const __m256 c = load(cos + i, k), s = load(sin + i, k);
+    const __m256 xa = load(a + i, k), xb = load(b + i, k);
+    store(a + i, _mm256_fmsub_ps(xa, c, _mm256_mul_ps(xb, s)), k);
+    store(b + i, _mm256_fmadd_ps(xb, c, _mm256_mul_ps(xa, s)), k);
+  }
+}
+
+// Interleaved layout: x' = x * (c0 c0 c1 c1 ..) + swap_pairs(x) * (-s0 s0 -s1 s1 ..).
+template <class T>
+inline void rotate_interleaved(T* x, const float* cc, const float* ss, int n_floats) {
+  int j = 0;
+  for (; j + float_lanes <= n_floats; j += float_lanes) {
+    const __m256 v = load(x + j);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1);
+    store(x + j, _mm256_fmadd_ps(v, _mm256_loadu_ps(cc + j), _mm256_mul_ps(swapped, _mm256_loadu_ps(ss + j))));
+  }
+  if (j < n_floats) {
+    const int k = n_floats - j;
+    const __m256 v = load(x + j, k);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1);
+    store(x + j, _mm256_fmadd_ps(v, load(cc + j, k), _mm256_mul_ps(swapped, load(ss + j, k))), k);
+  }
+}
+
+// cc[2i] = cc[2i+1] = cos[i]; ss[2i] = -sin[i], ss[2i+1] = sin[i], for i < n (4 pairs a step;
+// cc/ss must have room for 2n rounded up to 8 floats).
+inline void expand(const float* cos, const float* sin, int n, float* cc, float* ss) {
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256 negate_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x0000000080000000LL));
+  for (int i = 0; i < n; i += 4) {
+    const __m128i m = _mm256_castsi256_si128(first_lanes(n - i));
+    const __m256 c = _mm256_castps128_ps256(_mm_maskload_ps(cos + i, m));
+    const __m256 s = _mm256_castps128_ps256(_mm_maskload_ps(sin + i, m));
+    _mm256_storeu_ps(cc + 2 * i, _mm256_permutevar8x32_ps(c, dup));
+    _mm256_storeu_ps(ss + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(s, dup), negate_even));
+  }
+}
+
+// Same contract as scalar::rotate_token.
+template <class T>
+void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                  int first, int last, int half, layout pairing) {
+  if (pairing == layout::half) {
+    for (std::int64_t h = 0; h < heads; ++h) rotate_half(token + h * head_stride + first, half, cos, sin, last - first);
+    return;
+  }
+  constexpr int step = 128;  // pairs expanded at a time (2 KiB of stack)
+  alignas(32) float cc[2 * step], ss[2 * step];
+  for (int begin = first; begin < last; begin += step) {
+    const int n = last - begin < step ? last - begin : step;
+    expand(cos + (begin - first), sin + (begin - first), n, cc, ss);
+    for (std::int64_t h = 0; h < heads; ++h) rotate_interleaved(token + h * head_stride + 2 * begin, cc, ss, 2 * n);
+  }
+}
+
+// ---- cos/sin from the exact angle (angles.hpp + sincos.hpp, 4 lanes) ----------------------------
+inline void cos_sin4(__m256d p, __m256d inv_freq, __m256d magnitude, __m256d signed_magnitude, __m128& cos_out,
+                     __m128& sin_out) {
+  constexpr int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  // reduced_angle(): p * inv_freq = hi + lo exactly, minus k * 2pi in three parts. Do not simplify.
+  const __m256d hi = _mm256_mul_pd(p, inv_freq);
+  const __m256d lo = _mm256_fmsub_pd(p, inv_freq, hi);
+  const __m256d k = _mm256_round_pd(_mm256_mul_pd(hi, _mm256_set1_pd(detail::inv_two_pi)), nearest);
+  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_1), hi);
+  r = _mm256_add_pd(r, lo);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_2), r);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_3), r);
+  // sincos.hpp steps 1-3.
+  const __m256d q = _mm256_round_pd(_mm256_mul_pd(r, _mm256_set1_pd(sincos::two_over_pi)), nearest);
+  __m256d y = _mm256_fnmadd_pd(q, _mm256_set1_pd(sincos::pi_over_2_hi), r);
+  y = _mm256_fnmadd_pd(q, _mm256_set1_pd(sincos::pi_over_2_lo), y);
+  const __m256d z = _mm256_mul_pd(y, y);
+  __m256d ps = _mm256_fmadd_pd(z, _mm256_set1_pd(sincos::s6), _mm256_set1_pd(sincos::s5));
+  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s4));
+  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s3));
+  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s2));
+  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s1));
+  const __m256d s = _mm256_fmadd_pd(_mm256_mul_pd(y, z), ps, y);
+  __m256d pc = _mm256_fmadd_pd(z, _mm256_set1_pd(sincos::c6), _mm256_set1_pd(sincos::c5));
+  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c4));
+  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c3));
+  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c2));
+  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c1));
+  const __m256d c =
+      _mm256_fmadd_pd(_mm256_mul_pd(z, z), pc, _mm256_fnmadd_pd(_mm256_set1_pd(0.5), z, _mm256_set1_pd(1.0)));
+  const __m256i n = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(sincos::round_magic)));  // q mod 2^51
+  const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
+  const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(n, one), one));
+  const __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(n, two), 62);
+  const __m256i cos_sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(n, one), two), 62);
+  const __m256d cos_r = _mm256_xor_pd(_mm256_blendv_pd(c, s, odd), _mm256_castsi256_pd(cos_sign));
+  const __m256d sin_r = _mm256_xor_pd(_mm256_blendv_pd(s, c, odd), _mm256_castsi256_pd(sin_sign));
+  cos_out = _mm256_cvtpd_ps(_mm256_mul_pd(magnitude, cos_r));
+  sin_out = _mm256_cvtpd_ps(_mm256_mul_pd(signed_magnitude, sin_r));
+}
+
+// Same contract as scalar::cos_sin (sincos.hpp states the error).
+inline void cos_sin(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
+                    float* cos_out, float* sin_out) {
+  const __m256d p = _mm256_set1_pd(static_cast<double>(position));
+  const __m256d m = _mm256_set1_pd(magnitude), sm = _mm256_set1_pd(sign * magnitude);
+  __m128 c, s;
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    cos_sin4(p, _mm256_loadu_pd(inv_freq + i), m, sm, c, s);
+    _mm_storeu_ps(cos_out + i, c);
+    _mm_storeu_ps(sin_out + i, s);
+  }
+  if (i < n) {
+    const __m256i lanes64 = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - i), _mm256_setr_epi64x(0, 1, 2, 3));
+    const __m128i lanes32 = _mm256_castsi256_si128(first_lanes(n - i));
+    cos_sin4(p, _mm256_maskload_pd(inv_freq + i, lanes64), m, sm, c, s);
+    _mm_maskstore_ps(cos_out + i, lanes32, c);
+    _mm_maskstore_ps(sin_out + i, lanes32, s);
+  }
+}
+
+// ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ----------
+template <class T>
+void to_float(const T* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + float_lanes <= n; i += float_lanes) _mm256_storeu_ps(out + i, load(in + i));
+  if (i < n) store(out + i, load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
+template <class T>
+void from_float(const float* in, T* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + float_lanes <= n; i += float_lanes) store(out + i, _mm256_loadu_ps(in + i));
+  if (i < n) store(out + i, load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
+
+}  // namespace ropex::kernels::avx2
+ROPEX_END_TARGET
+#endif

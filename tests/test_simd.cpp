@@ -1,0 +1,456 @@
+// Every SIMD kernel family against the scalar reference on the same inputs (house style rule 4),
+// the vectorised cos/sin against the C library's, and the vector fp16/bf16 conversions against
+// the scalar ones. Families the CPU lacks are skipped with a WARN, never passed silently.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <ropex/ropex.hpp>
+
+namespace {
+
+using ropex::bfloat16;
+using ropex::float16;
+using ropex::layout;
+using ropex::kernels::isa;
+
+constexpr double u = 5.9604644775390625e-8;  // 2^-24, unit roundoff of float
+
+// The SIMD families of this architecture (scalar is the reference, not in the list).
+std::vector<isa> simd_families() {
+#if defined(__aarch64__)
+  return {isa::neon};
+#else
+  return {isa::avx2, isa::avx512};
+#endif
+}
+
+// The families this CPU and build can run; each one it cannot is reported.
+std::vector<isa> runnable_families() {
+  std::vector<isa> out;
+  for (isa f : simd_families()) {
+    if (ropex::kernels::isa_available(f))
+      out.push_back(f);
+    else
+      WARN("skipping " << ropex::kernels::isa_name(f) << ": not available on this CPU/build");
+  }
+  if (out.empty()) SUCCEED("no SIMD family available: only the scalar kernel runs here");
+  return out;
+}
+
+template <class T>
+const char* type_name() {
+  if (std::is_same_v<T, float16>) return "float16";
+  if (std::is_same_v<T, bfloat16>) return "bfloat16";
+  return "float";
+}
+
+// One rounding of the storage type at magnitude v (0 for float): relative spacing 2^-10 (binary16,
+// plus its subnormal step 2^-24) or 2^-7 (bfloat16).
+template <class T>
+double storage_ulp(double v) {
+  if (std::is_same_v<T, float16>) return std::fabs(v) * std::ldexp(1.0, -10) + std::ldexp(1.0, -24);
+  if (std::is_same_v<T, bfloat16>) return std::fabs(v) * std::ldexp(1.0, -7) + 1e-38;
+  return 0;
+}
+
+template <class T>
+std::uint32_t bits_of(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  } else {
+    return v.bits;
+  }
+}
+
+struct case_shape {
+  int head_dim, rotary_dim;
+  layout pairing;
+  std::int64_t tokens, q_heads, k_heads;
+  bool fused;        // q and k inside one [tokens][q | k | v] buffer (strided views)
+  bool yarn;         // YaRN policy (attention factor != 1)
+  bool table;        // through a precomputed cos_sin_table
+};
+
+// Runs the case through the scalar family and through `family`, compares every element:
+// rotated channels within the bound below, everything else (pass-through channels, v, gaps)
+// bit-identical to the input. Returns the number of violations; the first is reported.
+//
+// Bound: both paths compute y = a c - b s from the same float cos/sin, each with at most
+// 3u m (|a| + |b|) error (fma or not; see tests/reference.hpp), so they differ by at most
+// 6u m (|a| + |b|); on the on-the-fly path the two cos/sin may differ by one float ulp (sincos.hpp),
+// another 2u m (|a| + |b|). A 16-bit type adds one rounding of the stored result.
+template <class T>
+int compare_family(isa family, const case_shape& c, const std::vector<std::int64_t>& positions, std::mt19937_64& rng) {
+  ropex::rope_config cfg{c.head_dim};
+  cfg.rotary_dim = c.rotary_dim;
+  cfg.layout = c.pairing;
+  ropex::yarn y;
+  y.factor = 4;
+  y.original_max_position = 4096;
+  const ropex::rotary_embedding rope = c.yarn ? ropex::rotary_embedding(cfg, y) : ropex::rotary_embedding(cfg, ropex::plain{});
+  const double m = rope.freqs().attention_factor;
+
+  const std::int64_t d = c.head_dim;
+  const std::int64_t row = c.fused ? (c.q_heads + 2 * c.k_heads) * d : (c.q_heads + c.k_heads) * d;
+  const std::size_t n = static_cast<std::size_t>(c.tokens * row);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<T> input(n);
+  for (auto& v : input) v = T(value(rng));
+
+  auto run = [&](isa f, std::vector<T>& buf) {
+    ropex::kernels::forced_isa guard(f);
+    ropex::tensor_view<T> q{buf.data(), c.tokens, c.q_heads, row, d};
+    ropex::tensor_view<T> k{buf.data() + c.q_heads * d, c.tokens, c.k_heads, row, d};
+    if (c.table) {
+      std::int64_t max_position = 0;
+      for (auto p : positions) max_position = std::max(max_position, p);
+      const ropex::cos_sin_table table = rope.make_table(max_position + 1);
+      rope.apply(q, k, positions.data(), table);
+    } else {
+      rope.apply(q, k, positions.data());
+    }
+  };
+  std::vector<T> expected = input, got = input;
+  run(isa::scalar, expected);
+  run(family, got);
+
+  const int rot = c.rotary_dim == 0 ? c.head_dim : c.rotary_dim, half = rot / 2;
+  const double pair_bound = (c.table ? 6 : 8) * u * m;
+  int violations = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t in_row = static_cast<std::int64_t>(i) % row;
+    const std::int64_t head = in_row / d;
+    const int ch = static_cast<int>(in_row % d);
+    const bool is_qk = head < c.q_heads + c.k_heads;
+    if (!is_qk || ch >= rot) {  // untouched: bit-exact
+      if (bits_of(got[i]) != bits_of(input[i]) || bits_of(expected[i]) != bits_of(input[i])) {
+        if (violations++ == 0)
+          FAIL_CHECK(ropex::kernels::isa_name(family) << " " << type_name<T>() << ": untouched element " << i
+                                                       << " changed");
+      }
+      continue;
+    }
+    const int partner = c.pairing == layout::half ? (ch < half ? ch + half : ch - half) : (ch ^ 1);
+    const double a = static_cast<double>(static_cast<float>(input[i]));
+    const double b = static_cast<double>(static_cast<float>(input[i - static_cast<std::size_t>(ch) + static_cast<std::size_t>(partner)]));
+    const double e = static_cast<float>(expected[i]), g = static_cast<float>(got[i]);
+    const double bound = pair_bound * (std::fabs(a) + std::fabs(b)) + storage_ulp<T>(std::max(std::fabs(e), std::fabs(g)));
+    if (!(std::fabs(e - g) <= bound)) {
+      if (violations++ == 0)
+        FAIL_CHECK(ropex::kernels::isa_name(family)
+                   << " " << type_name<T>() << " head_dim " << c.head_dim << " rotary_dim " << rot
+                   << (c.pairing == layout::half ? " half" : " interleaved") << " tokens " << c.tokens << " element " << i
+                   << ": scalar " << e << " vs " << g << " (bound " << bound << ")");
+    }
+  }
+  return violations;
+}
+
+std::vector<std::int64_t> random_positions(std::int64_t tokens, std::int64_t max_position, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int64_t> pick(0, max_position);
+  std::vector<std::int64_t> p(static_cast<std::size_t>(tokens));
+  for (auto& v : p) v = pick(rng);
+  return p;
+}
+
+template <class T>
+void sweep_rotary_dims(isa family, std::mt19937_64& rng) {
+  int cases = 0, violations = 0;
+  for (int head_dim : {64, 80, 96, 128, 256})
+    for (int rot = 2; rot <= head_dim; rot += 2)
+      for (layout pairing : {layout::half, layout::interleaved}) {
+        const bool table = (rot / 2) % 2 == 0;  // alternate the two cos/sin sources
+        const case_shape c{head_dim, rot == head_dim ? 0 : rot, pairing, 3, 2, 1, rot % 4 == 2, rot % 8 == 0, table};
+        const auto positions = table ? random_positions(3, 300, rng) : random_positions(3, std::int64_t{1} << 24, rng);
+        violations += compare_family<T>(family, c, positions, rng);
+        ++cases;
+      }
+  INFO(ropex::kernels::isa_name(family) << " " << type_name<T>() << ": " << cases << " cases");
+  CHECK(violations == 0);
+}
+
+}  // namespace
+
+TEST_CASE("SIMD kernels match the scalar kernel for every even rotary dim and head dim", "[simd]") {
+  std::mt19937_64 rng(20240601);
+  for (isa family : runnable_families()) {
+    sweep_rotary_dims<float>(family, rng);
+    sweep_rotary_dims<float16>(family, rng);
+    sweep_rotary_dims<bfloat16>(family, rng);
+  }
+}
+
+TEST_CASE("SIMD kernels match the scalar kernel for token counts 1..67, GQA and fused strides", "[simd]") {
+  std::mt19937_64 rng(7);
+  for (isa family : runnable_families()) {
+    int violations = 0;
+    for (std::int64_t tokens = 1; tokens <= 67; ++tokens)
+      for (layout pairing : {layout::half, layout::interleaved}) {
+        const case_shape c{128, tokens % 3 == 0 ? 96 : 0, pairing, tokens, 4, 2, tokens % 2 == 1, tokens % 5 == 0,
+                           tokens % 4 == 0};
+        const auto positions = c.table ? random_positions(tokens, 1000, rng)
+                                       : random_positions(tokens, std::int64_t{1} << 24, rng);
+        violations += compare_family<float>(family, c, positions, rng);
+        violations += compare_family<float16>(family, c, positions, rng);
+        violations += compare_family<bfloat16>(family, c, positions, rng);
+      }
+    CHECK(violations == 0);
+  }
+}
+
+TEST_CASE("SIMD kernels match the scalar kernel at positions near 2^53", "[simd]") {
+  std::mt19937_64 rng(11);
+  const std::int64_t top = std::int64_t{1} << 53;
+  const std::vector<std::int64_t> positions = {top, top - 1, top - 12345, -top, -(top - 3), std::int64_t{1} << 40};
+  for (isa family : runnable_families())
+    for (layout pairing : {layout::half, layout::interleaved}) {
+      const case_shape c{128, 0, pairing, 6, 3, 2, false, true, false};
+      CHECK(compare_family<float>(family, c, positions, rng) == 0);
+      CHECK(compare_family<bfloat16>(family, c, positions, rng) == 0);
+    }
+}
+
+TEST_CASE("apply_inverse and shift go through the same SIMD kernels", "[simd]") {
+  ropex::rope_config cfg{80};
+  cfg.rotary_dim = 42;
+  cfg.layout = layout::interleaved;
+  const ropex::rotary_embedding rope(cfg, ropex::plain{});
+  std::vector<float> x(5 * 3 * 80);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i));
+  const std::vector<std::int64_t> positions = {0, 17, 4096, 1 << 20, 1 << 24};
+  for (isa family : runnable_families()) {
+    std::vector<float> expected = x, got = x;
+    {
+      ropex::kernels::forced_isa guard(isa::scalar);
+      rope.shift(expected.data(), 5, 3, -1000);
+      rope.apply_inverse(expected.data(), 5, 3, positions.data());
+    }
+    {
+      ropex::kernels::forced_isa guard(family);
+      rope.shift(got.data(), 5, 3, -1000);
+      rope.apply_inverse(got.data(), 5, 3, positions.data());
+    }
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(expected[i] - got[i])));
+    // Two rotations of |x| <= 1 values, each within 8u (|a| + |b|) <= 16u of the other path's.
+    CHECK(worst <= 2 * 16 * u);
+  }
+}
+
+// ---- cos/sin ----------------------------------------------------------------------------------
+
+TEST_CASE("the cos/sin polynomial of sincos.hpp is within 2^-52 of cos and sin on [-pi, pi]", "[simd][sincos]") {
+  std::mt19937_64 rng(3);
+  const double limit = 3.14159265358979323846 + std::ldexp(1.0, -40);
+  std::uniform_real_distribution<double> angle(-limit, limit);
+  double worst = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const double r = i < 16 ? (i - 8) * 3.14159265358979323846 / 4 : angle(rng);  // include the quadrant edges
+    double c, s;
+    ropex::kernels::sincos::cos_sin_reduced(r, c, s);
+    const long double lr = r;
+    worst = std::max({worst, static_cast<double>(std::fabs(c - std::cos(lr))), static_cast<double>(std::fabs(s - std::sin(lr)))});
+  }
+  INFO("max abs error " << worst << " = 2^" << std::log2(worst));
+  CHECK(worst <= std::ldexp(1.0, -52));
+}
+
+TEST_CASE("vector cos_sin matches the scalar exact-angle cos_sin within one float ulp", "[simd][sincos]") {
+  std::mt19937_64 rng(5);
+  // Frequencies of real configs (base 10^4 / 5*10^5, rotary 128 and 64; YaRN) and odd counts.
+  std::vector<std::vector<double>> tables;
+  for (double base : {10000.0, 500000.0})
+    for (int rot : {128, 64, 6, 2}) tables.push_back(ropex::detail::default_inv_freq(base, rot));
+  {
+    ropex::rope_config cfg{128};
+    ropex::yarn y;
+    y.factor = 16;
+    tables.push_back(ropex::make_frequencies(cfg, y, 0).inv_freq);
+  }
+  std::uniform_real_distribution<double> any_freq(0.0, 3.0);
+  std::vector<double> odd(23);
+  for (auto& f : odd) f = any_freq(rng);
+  tables.push_back(odd);
+
+  std::vector<std::int64_t> positions = {0, 1, 2, 3, 1000, 4095, 1 << 20, 1 << 24, (std::int64_t{1} << 53),
+                                         -(std::int64_t{1} << 53), (std::int64_t{1} << 53) - 1, -7};
+  std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t{1} << 24);
+  for (int i = 0; i < 200; ++i) positions.push_back(pick(rng));
+
+  for (isa family : runnable_families()) {
+    const auto& kernel = ropex::kernels::kernels_for<float>(family);
+    long compared = 0, differing = 0, violations = 0;
+    for (const auto& inv : tables)
+      for (std::int64_t p : positions)
+        for (double sign : {1.0, -1.0}) {
+          const int n = static_cast<int>(inv.size());
+          std::vector<float> c0(inv.size()), s0(inv.size()), c1(inv.size() + 1, 42.0f), s1(inv.size() + 1, 42.0f);
+          ropex::kernels::scalar::cos_sin(p, inv.data(), n, 1.25, sign, c0.data(), s0.data());
+          kernel.cos_sin(p, inv.data(), n, 1.25, sign, c1.data(), s1.data());
+          violations += c1[inv.size()] != 42.0f || s1[inv.size()] != 42.0f;  // nothing written past n
+          for (std::size_t i = 0; i < inv.size(); ++i) {
+            ++compared;
+            differing += c0[i] != c1[i] || s0[i] != s1[i];
+            // Both are within half an ulp plus ~2^-48 relative of the exact value: at most 1 ulp apart.
+            violations += !(c1[i] == c0[i] || c1[i] == std::nextafter(c0[i], c1[i]));
+            violations += !(s1[i] == s0[i] || s1[i] == std::nextafter(s0[i], s1[i]));
+          }
+        }
+    INFO(ropex::kernels::isa_name(family) << ": " << differing << " of " << compared << " differ by one ulp");
+    CHECK(violations == 0);
+    CHECK(differing * 1000 <= compared);  // one-ulp differences are rare (sincos.hpp)
+  }
+}
+
+// ---- fp16 / bf16 conversions ------------------------------------------------------------------
+
+namespace {
+std::vector<float> conversion_probe_floats() {
+  std::vector<float> f;
+  auto from = [](std::uint32_t b) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    return v;
+  };
+  // Every binary16 value, the midpoints between neighbours (ties) and one float ulp either side.
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {
+    const float lo = ropex::detail::half_bits_to_float(static_cast<std::uint16_t>(h));
+    const float hi = h + 1 < 0x7c00 ? ropex::detail::half_bits_to_float(static_cast<std::uint16_t>(h + 1)) : 65536.0f;
+    const float mid = lo + (hi - lo) / 2;  // exact: lo and hi are binary16 values
+    for (float v : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      f.push_back(v);
+      f.push_back(-v);
+    }
+  }
+  // Every bfloat16 value and its ties.
+  for (std::uint32_t b = 0; b < 0x7f80; ++b) {
+    const std::uint32_t x = b << 16;
+    for (std::uint32_t v : {x, x | 0x8000u, x | 0x7fffu, x | 0x8001u}) {
+      f.push_back(from(v));
+      f.push_back(from(v | 0x80000000u));
+    }
+  }
+  // Overflow, infinities, NaNs (quiet and signalling, with payloads), float subnormals.
+  for (std::uint32_t v : {0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fbfffffu, 0x7fffffffu, 0x7f812345u, 0x00000001u,
+                          0x007fffffu, 0x477fefffu, 0x477ff000u, 0x477ff001u, 0x7f7fffffu, 0x7f7f8000u, 0x33000000u,
+                          0x33000001u, 0x32ffffffu}) {
+    f.push_back(from(v));
+    f.push_back(from(v | 0x80000000u));
+  }
+  std::mt19937 rng(9);
+  for (int i = 0; i < 1000000; ++i) f.push_back(from(static_cast<std::uint32_t>(rng())));
+  return f;
+}
+}  // namespace
+
+TEST_CASE("scalar fp16/bf16 conversions round to nearest even at the closed-form boundaries", "[simd][types]") {
+  auto half = [](float v) { return ropex::detail::float_to_half_bits(v); };
+  auto bf = [](float v) { return ropex::detail::float_to_bfloat16_bits(v); };
+  CHECK(half(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);          // tie -> even (1.0)
+  CHECK(half(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);      // tie -> even (1 + 2^-9)
+  CHECK(half(65504.0f) == 0x7bff);                              // largest finite
+  CHECK(half(65519.99f) == 0x7bff);                             // below the overflow midpoint
+  CHECK(half(65520.0f) == 0x7c00);                              // the midpoint rounds to inf (even)
+  CHECK(half(std::ldexp(1.0f, -24)) == 0x0001);                 // smallest subnormal
+  CHECK(half(std::ldexp(1.0f, -25)) == 0x0000);                 // tie -> even (0)
+  CHECK(half(1.5f * std::ldexp(1.0f, -24)) == 0x0002);          // tie -> even (2 * 2^-24)
+  CHECK(half(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)) == 0x0400);  // rounds up into the normals
+  CHECK(half(-INFINITY) == 0xfc00);
+  CHECK((half(NAN) & 0x7c00) == 0x7c00);
+  CHECK((half(NAN) & 0x03ff) != 0);
+  CHECK(ropex::detail::half_bits_to_float(0x0001) == std::ldexp(1.0f, -24));
+  CHECK(std::isnan(ropex::detail::half_bits_to_float(0x7c01)));  // signalling half NaN -> quiet float NaN
+  CHECK(bf(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);             // tie -> even
+  CHECK(bf(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);         // tie -> even (up)
+  CHECK(bf(3.4028235e38f) == 0x7f80);                           // rounds to inf
+  CHECK(bf(std::ldexp(1.0f, -133)) == 0x0001);                  // smallest bfloat16 subnormal
+  CHECK(bf(std::ldexp(1.0f, -134)) == 0x0000);                  // tie -> even (0)
+  CHECK(bf(3 * std::ldexp(1.0f, -134)) == 0x0002);              // tie -> even (2 * 2^-133)
+  CHECK(ropex::detail::bfloat16_bits_to_float(0x0001) == std::ldexp(1.0f, -133));
+  CHECK((bf(NAN) & 0x7f80) == 0x7f80);
+  CHECK((bf(NAN) & 0x007f) != 0);
+}
+
+TEST_CASE("vector fp16/bf16 conversions equal the scalar ones bit for bit", "[simd][types]") {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  const std::vector<float> probes = conversion_probe_floats();
+
+  for (isa family : runnable_families()) {
+    INFO(ropex::kernels::isa_name(family));
+    auto widen_all = [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> in(all.size());
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = T::from_bits(all[i]);
+      std::vector<float> expected(in.size()), got(in.size());
+      ropex::kernels::scalar::to_float(in.data(), expected.data(), in.size());
+      ropex::kernels::kernels_for<T>(family).to_float(in.data(), got.data(), in.size() - 5);  // a tail too
+      ropex::kernels::kernels_for<T>(family).to_float(in.data() + in.size() - 5, got.data() + in.size() - 5, 5);
+      long mismatches = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) mismatches += bits_of(expected[i]) != bits_of(got[i]);
+      INFO(type_name<T>() << " widening of all 65536 values");
+      CHECK(mismatches == 0);
+    };
+    widen_all(float16{});
+    widen_all(bfloat16{});
+
+    auto narrow_all = [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> expected(probes.size()), got(probes.size() + 1);
+      got.back() = T::from_bits(0x1234);
+      ropex::kernels::scalar::from_float(probes.data(), expected.data(), probes.size());
+      const std::size_t split = probes.size() - 7;  // full vectors, then a 7-element tail
+      ropex::kernels::kernels_for<T>(family).from_float(probes.data(), got.data(), split);
+      ropex::kernels::kernels_for<T>(family).from_float(probes.data() + split, got.data() + split, 7);
+      long mismatches = 0;
+      std::size_t first_bad = 0;
+      for (std::size_t i = 0; i < probes.size(); ++i)
+        if (expected[i].bits != got[i].bits && mismatches++ == 0) first_bad = i;
+      INFO(type_name<T>() << " narrowing of " << probes.size() << " floats; first mismatch at " << first_bad);
+      CHECK(mismatches == 0);
+      CHECK(got.back().bits == 0x1234);  // nothing written past the end
+    };
+    narrow_all(float16{});
+    narrow_all(bfloat16{});
+  }
+}
+
+// ---- dispatch ---------------------------------------------------------------------------------
+
+TEST_CASE("dispatch reports the family in use and honours the cap and the test hook", "[simd][dispatch]") {
+  using ropex::kernels::detail::apply_cap;
+  CHECK(apply_cap(isa::avx512, "avx2") == isa::avx2);
+  CHECK(apply_cap(isa::avx2, "avx512") == isa::avx2);  // a cap never raises
+  CHECK(apply_cap(isa::avx512, "scalar") == isa::scalar);
+  CHECK(apply_cap(isa::neon, "scalar") == isa::scalar);
+  CHECK(apply_cap(isa::avx2, nullptr) == isa::avx2);
+  CHECK(apply_cap(isa::avx2, "") == isa::avx2);
+
+  const std::string name = ropex::kernel_isa();
+  CHECK(name == ropex::kernels::isa_name(ropex::kernels::selected_isa()));
+  {
+    ropex::kernels::forced_isa guard(isa::scalar);
+    CHECK(std::string(ropex::kernel_isa()) == "scalar");
+  }
+  CHECK(ropex::kernel_isa() == name);
+  for (isa f : simd_families())
+    if (!ropex::kernels::isa_available(f)) CHECK_THROWS_AS(ropex::kernels::forced_isa(f), std::invalid_argument);
+
+#if defined(__aarch64__) && !defined(ROPEX_PORTABLE_ONLY)
+  // NEON is the aarch64 baseline: unless ROPEX_ISA caps it, apply() uses it.
+  const char* cap = std::getenv("ROPEX_ISA");
+  if (cap == nullptr || std::string(cap) == "neon" || std::string(cap).empty()) CHECK(name == "neon");
+  else WARN("ROPEX_ISA=" << cap << " caps the kernels on aarch64; kernel_isa() = " << name);
+#elif !defined(ROPEX_PORTABLE_ONLY)
+  if (std::getenv("ROPEX_ISA") == nullptr) CHECK(ropex::kernels::selected_isa() == ropex::kernels::best_isa());
+#endif
+  WARN("kernel_isa() = " << name);
+}
