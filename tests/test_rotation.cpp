@@ -180,7 +180,7 @@ TEST_CASE("<R_m q, R_n k> depends only on m - n for static policies", "[properti
   }
 }
 
-TEST_CASE("apply_inverse undoes apply; shift(apply(x, p), d) == apply(x, p + d)", "[properties]") {
+TEST_CASE("apply_inverse undoes apply, shift(apply(x, p), d) == apply(x, p + d)", "[properties]") {
   for (layout pairing : {layout::half, layout::interleaved}) {
     const rope_config c{128, 64, 10000.0, pairing};
     const rotary_embedding re(c, yarn{8, 4096});
@@ -264,7 +264,7 @@ TEST_CASE("interleaved layout equals the half layout after permuting channels", 
   }
 }
 
-TEST_CASE("strided views rotate q and k inside a fused qkv buffer; GQA in one call", "[views]") {
+TEST_CASE("strided views rotate q and k inside a fused qkv buffer, GQA in one call", "[views]") {
   // Row layout per token: [q: 8 heads][k: 2 heads][v: 2 heads], head_dim 64.
   const int d = 64;
   const std::int64_t tokens = 6, hq = 8, hk = 2, hv = 2, row = (hq + hk + hv) * d;

@@ -363,7 +363,7 @@ TEST_CASE("gguf: hostile sizes are refused before anything is allocated", "[impo
   CHECK_THROWS_AS(ropex::gguf::read_metadata(nullptr, 0), format_error);
 }
 
-TEST_CASE("gguf: files are read from disk; errors name the path", "[import][gguf]") {
+TEST_CASE("gguf: files are read from disk, errors name the path", "[import][gguf]") {
   const auto bytes = qwen2_yarn_file(2).bytes();
   const std::string path = "ropex_import_test.gguf";
   {
