@@ -7,7 +7,7 @@
 #include <ropex/attention.hpp>
 
 TEST_CASE("README attention snippet", "[attention][readme]") {
-  // --- snippet begin ---
+  // --- snippet begin --- (README.md; tests/readme_snippet.cmake checks it)
   std::vector<float> row = {2.0f, 1.0f, -INFINITY, 0.5f};
   ropex::softmax(row.data(), 4);                    // stable; the masked logit becomes exactly 0
   double h = ropex::entropy(row.data(), 4);         // nats

@@ -442,12 +442,13 @@ TEST_CASE("hf: load_hf_config names the file and accepts std::filesystem::path",
 }
 
 TEST_CASE("hf: README snippet", "[import][hf][readme]") {
-  // --- README snippet (keep in sync with README.md "Import a model's RoPE") ---
-  ropex::model_rope m = ropex::load_hf_config(data_path("qwen2.5-7b-instruct-yarn.json"));
+  const std::string config_json = data_path("qwen2.5-7b-instruct-yarn.json");
+  // --- snippet begin --- (README.md "Import a model's RoPE"; tests/readme_snippet.cmake checks it)
+  ropex::model_rope m = ropex::load_hf_config(config_json);
   ropex::frequencies f = ropex::make_frequencies(m.config, m.policy);
   // m.config: head_dim 128, base 1e6, layout half; m.policy: yarn{factor 4, original 32768}
   // f.attention_factor == 1.1386294361...; m.softmax_scale_multiplier == 1 (DeepSeek-V3: 1.87385)
-  // --- end snippet ---
+  // --- snippet end ---
   CHECK(f.inv_freq.size() == 64);
   CHECK(f.attention_factor == Approx(1.1386294361));
   CHECK(m.softmax_scale_multiplier == 1.0);
