@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
@@ -16,10 +17,12 @@
 #if ROPEX_KERNELS_X86
 ROPEX_BEGIN_TARGET_AVX512
 // GCC 12's AVX-512 intrinsics fill don't-care lanes from _mm512_undefined_*(), which
-// -Wmaybe-uninitialized reports once inlined; nothing here reads an undefined lane.
+// -Wmaybe-uninitialized (or, in fully unrolled loops, -Wuninitialized) reports once inlined;
+// nothing here reads an undefined lane.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 namespace ropex::kernels::avx512 {
 
@@ -83,37 +86,243 @@ inline void rotate_half(T* x, int half, const float* cos, const float* sin, int 
   }
 }
 
-// Interleaved layout: x' = x * (c0 c0 c1 c1 ..) + swap_pairs(x) * (-s0 s0 -s1 s1 ..); the
-// expanded coefficients `cc`, `ss` (2n floats) are built once per token by expand().
+// Interleaved layout, 8 pairs (16 floats) a vector: x' = fmaddsub(x, cc, swap_pairs(x) * sc) with
+// cc = (c0 c0 c1 c1 ..) and sc = (s0 s0 s1 s1 ..) duplicated in a register from 8 cos/sin
+// (vpermps; the 8 are a masked load, which never reads past the pairs). fmaddsub subtracts in even lanes and adds in odd ones, so the even lane is
+// fma(a, c, -fl(b s)) and the odd lane fma(b, c, fl(a s)): the operations of rotate_half, hence
+// bit-identical results. Duplicating in registers rather than from expanded stack arrays keeps
+// one load of x per vector plus two half-width coefficient loads, and no stack stores whose
+// addresses could 4K-alias the stores to x.
 template <class T>
-inline void rotate_interleaved(T* x, const float* cc, const float* ss, int n_floats) {
-  int j = 0;
-  for (; j + float_lanes <= n_floats; j += float_lanes) {
-    const __m512 v = load(x + j);
-    const __m512 swapped = _mm512_permute_ps(v, 0xB1);
-    store(x + j, _mm512_fmadd_ps(v, _mm512_loadu_ps(cc + j), _mm512_mul_ps(swapped, _mm512_loadu_ps(ss + j))));
+inline void rotate_interleaved(T* x, const float* cos, const float* sin, int n) {
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(0xff, cos + i));
+    const __m512 s = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(0xff, sin + i));
+    const __m512 v = load(x + 2 * i);
+    store(x + 2 * i, _mm512_fmaddsub_ps(v, c, _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), s)));
   }
-  if (j < n_floats) {
-    const __mmask16 m = first_lanes(n_floats - j);
-    const __m512 v = load(x + j, m);
-    const __m512 swapped = _mm512_permute_ps(v, 0xB1);
-    store(x + j,
-          _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, cc + j), _mm512_mul_ps(swapped, _mm512_maskz_loadu_ps(m, ss + j))),
-          m);
+  if (i < n) {
+    const __mmask16 m8 = first_lanes(n - i);
+    const __mmask16 m = first_lanes(2 * (n - i));
+    const __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(m8, cos + i));
+    const __m512 s = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(m8, sin + i));
+    const __m512 v = load(x + 2 * i, m);
+    store(x + 2 * i, _mm512_fmaddsub_ps(v, c, _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), s)), m);
   }
 }
 
-// cc[2i] = cc[2i+1] = cos[i]; ss[2i] = -sin[i], ss[2i+1] = sin[i], for i < n (8 pairs a step).
-inline void expand(const float* cos, const float* sin, int n, float* cc, float* ss) {
+// ---- coefficient loads ----------------------------------------------------------------------
+// cos/sin of the on-the-fly path were just written by cos_sin in 256-bit stores; a 512-bit load
+// spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind
+// every store to x still in the store buffer (a stall per token in memory-bound shapes). So
+// coefficients are read in 256-bit pieces. n floats from p, 1 <= n <= 16, zero beyond.
+inline __m256 load8(const float* p, int n) {
+  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << n) - 1u), p);
+}
+inline __m512 load_coefficients(const float* p, int n) {
+  const __m512 lo = _mm512_castps256_ps512(load8(p, n));
+  return n > 8 ? _mm512_insertf32x8(lo, load8(p + 8, n - 8), 1) : _mm512_insertf32x8(lo, _mm256_setzero_ps(), 1);
+}
+
+// ---- whole heads with the coefficients held in registers ------------------------------------
+// For the common head sizes (half layout: up to 128 pairs; interleaved: up to 64 pairs) the
+// cos/sin vectors of a token are loaded (and, interleaved, duplicated) once into registers and
+// every head of the call reuses them: one load and one store of x per vector, the roofline's
+// own instruction mix. Loading them per head instead adds one or two loads per x vector, and in
+// the memory-bound shapes (a), (e) the extra load-buffer and ROB entries cut how many x lines
+// are in flight. V is the vector count (fully unrolled); only the last vector may be partial.
+template <int V, class T>
+inline void half_heads(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                       int half, int n) {
+  const __mmask16 last = first_lanes(n - (V - 1) * float_lanes);
+  const bool partial = n % float_lanes != 0;
+  __m512 c[V], s[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int k = v == V - 1 ? n - (V - 1) * float_lanes : float_lanes;
+    c[v] = load_coefficients(cos + v * float_lanes, k);
+    s[v] = load_coefficients(sin + v * float_lanes, k);
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    T* a = token + h * head_stride;
+    T* b = a + half;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int i = v * float_lanes;
+      if (v == V - 1 && partial) {
+        const __m512 xa = load(a + i, last), xb = load(b + i, last);
+        store(a + i, _mm512_fmsub_ps(xa, c[v], _mm512_mul_ps(xb, s[v])), last);
+        store(b + i, _mm512_fmadd_ps(xb, c[v], _mm512_mul_ps(xa, s[v])), last);
+      } else {
+        const __m512 xa = load(a + i), xb = load(b + i);
+        store(a + i, _mm512_fmsub_ps(xa, c[v], _mm512_mul_ps(xb, s[v])));
+        store(b + i, _mm512_fmadd_ps(xb, c[v], _mm512_mul_ps(xa, s[v])));
+      }
+    }
+  }
+}
+
+// Interleaved: V vectors of 8 pairs; the same operations as rotate_interleaved.
+template <int V, class T>
+inline void interleaved_heads(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                              const float* sin, int n) {
   const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  const __m512 negate_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x0000000080000000LL));
-  for (int i = 0; i < n; i += 8) {
-    const int k = n - i < 8 ? n - i : 8;
-    const __mmask16 m = first_lanes(k);
-    const __m512 c = _mm512_maskz_loadu_ps(m, cos + i), s = _mm512_maskz_loadu_ps(m, sin + i);
-    const __mmask16 m2 = first_lanes(2 * k);
-    _mm512_mask_storeu_ps(cc + 2 * i, m2, _mm512_permutexvar_ps(dup, c));
-    _mm512_mask_storeu_ps(ss + 2 * i, m2, _mm512_xor_ps(_mm512_permutexvar_ps(dup, s), negate_even));
+  const int tail_pairs = n - (V - 1) * 8;
+  const __mmask16 last = first_lanes(2 * tail_pairs);
+  const bool partial = tail_pairs != 8;
+  __m512 c[V], s[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int k = v == V - 1 ? tail_pairs : 8;
+    c[v] = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(load8(cos + 8 * v, k)));
+    s[v] = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(load8(sin + 8 * v, k)));
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    T* x = token + h * head_stride;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int j = v * float_lanes;
+      if (v == V - 1 && partial) {
+        const __m512 xv = load(x + j, last);
+        store(x + j, _mm512_fmaddsub_ps(xv, c[v], _mm512_mul_ps(_mm512_permute_ps(xv, 0xB1), s[v])), last);
+      } else {
+        const __m512 xv = load(x + j);
+        store(x + j, _mm512_fmaddsub_ps(xv, c[v], _mm512_mul_ps(_mm512_permute_ps(xv, 0xB1), s[v])));
+      }
+    }
+  }
+}
+
+// ---- bfloat16: 32 values per 512-bit vector, split by lane parity instead of widened ---------
+// A bfloat16 is the top half of a float, so the even values of 32 loaded ones are the 32-bit
+// lanes shifted left by 16 and the odd values are the lanes with the low half cleared: integer
+// ops, no cross-lane shuffle (vpmovzxwd and vpmovdw, the widen/narrow above, are 1 and 2 uops
+// of the single shuffle port, which then bounds bfloat16 at ~0.4 of the roofline). Rounding is
+// bf16_round's (add 0x7fff + lsb; NaN gets the quiet bit instead) on the full 32-bit lane, then
+// the even results' top halves are shifted down and merged with the odd ones.
+inline __m512 bf16_even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+inline __m512 bf16_odd(__m512i v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(-65536))); }
+inline __m512i bf16_rounded_lane(__m512 v) {  // the bfloat16 in the top half of each lane
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x00400000));
+}
+inline __m512i bf16_rounded_lane_not_nan(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  return _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+}
+// The kernel is bound by the two 512-bit ALU ports, so the NaN fix-up (a compare and a masked or
+// per vector) is skipped when one unordered compare of the two vectors finds no NaN.
+inline __m512i bf16_merge(__m512 even, __m512 odd) {
+  // (even >> 16) | (odd & 0xffff0000): ternary-logic table A | (B & C) = 0xF8.
+  if (__builtin_expect(_mm512_cmp_ps_mask(even, odd, _CMP_UNORD_Q) == 0, 1))
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(bf16_rounded_lane_not_nan(even), 16),
+                                     bf16_rounded_lane_not_nan(odd), _mm512_set1_epi32(-65536), 0xF8);
+  return _mm512_ternarylogic_epi32(_mm512_srli_epi32(bf16_rounded_lane(even), 16), bf16_rounded_lane(odd),
+                                   _mm512_set1_epi32(-65536), 0xF8);
+}
+inline __mmask32 first_halves(int n) { return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u); }
+inline __m512i load_bits32(const bfloat16* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
+
+// Interleaved: a 512-bit vector is 16 pairs; the even values are the a's, the odd ones the b's, so
+// cos/sin are used as stored (no duplication). V blocks of 16 pairs, the last possibly partial.
+template <int V>
+inline void interleaved_heads_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                                   const float* sin, int n) {
+  const int tail_pairs = n - (V - 1) * 16;
+  const __mmask32 last = first_halves(2 * tail_pairs);
+  __m512 c[V], s[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int k = v == V - 1 ? tail_pairs : 16;
+    c[v] = load_coefficients(cos + 16 * v, k);
+    s[v] = load_coefficients(sin + 16 * v, k);
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    bfloat16* x = token + h * head_stride;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __mmask32 m = v == V - 1 ? last : ~__mmask32{0};
+      const __m512i bits = load_bits32(x + 32 * v, m);
+      const __m512 a = bf16_even(bits), b = bf16_odd(bits);
+      const __m512 a2 = _mm512_fmsub_ps(a, c[v], _mm512_mul_ps(b, s[v]));
+      const __m512 b2 = _mm512_fmadd_ps(b, c[v], _mm512_mul_ps(a, s[v]));
+      _mm512_mask_storeu_epi16(x + 32 * v, m, bf16_merge(a2, b2));
+    }
+  }
+}
+
+// Half layout: blocks of 32 values of each stream; the coefficients are split by parity once
+// per call (vpermt2ps) to match. V blocks, the last possibly partial.
+template <int V>
+inline void half_heads_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                            const float* sin, int half, int n) {
+  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd_idx = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const int tail = n - (V - 1) * 32;
+  const __mmask32 last = first_halves(tail);
+  __m512 ce[V], co[V], se[V], so[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int left = v == V - 1 ? tail : 32;
+    const int k0 = left < 16 ? left : 16, k1 = left > 16 ? left - 16 : 0;
+    const __m512 c0 = load_coefficients(cos + 32 * v, k0);
+    const __m512 s0 = load_coefficients(sin + 32 * v, k0);
+    const __m512 c1 = k1 > 0 ? load_coefficients(cos + 32 * v + 16, k1) : _mm512_setzero_ps();
+    const __m512 s1 = k1 > 0 ? load_coefficients(sin + 32 * v + 16, k1) : _mm512_setzero_ps();
+    ce[v] = _mm512_permutex2var_ps(c0, even_idx, c1);
+    co[v] = _mm512_permutex2var_ps(c0, odd_idx, c1);
+    se[v] = _mm512_permutex2var_ps(s0, even_idx, s1);
+    so[v] = _mm512_permutex2var_ps(s0, odd_idx, s1);
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    bfloat16* a = token + h * head_stride;
+    bfloat16* b = a + half;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __mmask32 m = v == V - 1 ? last : ~__mmask32{0};
+      const __m512i ba = load_bits32(a + 32 * v, m), bb = load_bits32(b + 32 * v, m);
+      const __m512 ae = bf16_even(ba), ao = bf16_odd(ba), be = bf16_even(bb), bo = bf16_odd(bb);
+      const __m512 ae2 = _mm512_fmsub_ps(ae, ce[v], _mm512_mul_ps(be, se[v]));
+      const __m512 ao2 = _mm512_fmsub_ps(ao, co[v], _mm512_mul_ps(bo, so[v]));
+      const __m512 be2 = _mm512_fmadd_ps(be, ce[v], _mm512_mul_ps(ae, se[v]));
+      const __m512 bo2 = _mm512_fmadd_ps(bo, co[v], _mm512_mul_ps(ao, so[v]));
+      _mm512_mask_storeu_epi16(a + 32 * v, m, bf16_merge(ae2, ao2));
+      _mm512_mask_storeu_epi16(b + 32 * v, m, bf16_merge(be2, bo2));
+    }
+  }
+}
+
+// bfloat16 rotate_token for up to 128 pairs; false when n is larger (the caller's loops run).
+inline bool rotate_token_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                              const float* sin, int first, int last, int half, layout pairing) {
+  const int n = last - first;
+  if (pairing == layout::half) {
+    bfloat16* x = token + first;
+    switch ((n + 31) / 32) {
+      case 1: half_heads_bf16<1>(x, heads, head_stride, cos, sin, half, n); return true;
+      case 2: half_heads_bf16<2>(x, heads, head_stride, cos, sin, half, n); return true;
+      case 3: half_heads_bf16<3>(x, heads, head_stride, cos, sin, half, n); return true;
+      case 4: half_heads_bf16<4>(x, heads, head_stride, cos, sin, half, n); return true;
+      default: return false;
+    }
+  }
+  bfloat16* x = token + 2 * first;
+  switch ((n + 15) / 16) {
+    case 1: interleaved_heads_bf16<1>(x, heads, head_stride, cos, sin, n); return true;
+    case 2: interleaved_heads_bf16<2>(x, heads, head_stride, cos, sin, n); return true;
+    case 3: interleaved_heads_bf16<3>(x, heads, head_stride, cos, sin, n); return true;
+    case 4: interleaved_heads_bf16<4>(x, heads, head_stride, cos, sin, n); return true;
+    case 5: interleaved_heads_bf16<5>(x, heads, head_stride, cos, sin, n); return true;
+    case 6: interleaved_heads_bf16<6>(x, heads, head_stride, cos, sin, n); return true;
+    case 7: interleaved_heads_bf16<7>(x, heads, head_stride, cos, sin, n); return true;
+    case 8: interleaved_heads_bf16<8>(x, heads, head_stride, cos, sin, n); return true;
+    default: return false;
   }
 }
 
@@ -121,16 +330,40 @@ inline void expand(const float* cos, const float* sin, int n, float* cc, float* 
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                   int first, int last, int half, layout pairing) {
-  if (pairing == layout::half) {
-    for (std::int64_t h = 0; h < heads; ++h) rotate_half(token + h * head_stride + first, half, cos, sin, last - first);
-    return;
+  const int n = last - first;
+  if (n <= 0) return;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (rotate_token_bf16(token, heads, head_stride, cos, sin, first, last, half, pairing)) return;
   }
-  constexpr int step = 128;  // pairs expanded at a time (2 KiB of stack)
-  alignas(64) float cc[2 * step], ss[2 * step];
-  for (int begin = first; begin < last; begin += step) {
-    const int n = last - begin < step ? last - begin : step;
-    expand(cos + (begin - first), sin + (begin - first), n, cc, ss);
-    for (std::int64_t h = 0; h < heads; ++h) rotate_interleaved(token + h * head_stride + 2 * begin, cc, ss, 2 * n);
+  if (pairing == layout::half) {
+    T* x = token + first;
+    switch ((n + float_lanes - 1) / float_lanes) {
+      case 1: return half_heads<1>(x, heads, head_stride, cos, sin, half, n);
+      case 2: return half_heads<2>(x, heads, head_stride, cos, sin, half, n);
+      case 3: return half_heads<3>(x, heads, head_stride, cos, sin, half, n);
+      case 4: return half_heads<4>(x, heads, head_stride, cos, sin, half, n);
+      case 5: return half_heads<5>(x, heads, head_stride, cos, sin, half, n);
+      case 6: return half_heads<6>(x, heads, head_stride, cos, sin, half, n);
+      case 7: return half_heads<7>(x, heads, head_stride, cos, sin, half, n);
+      case 8: return half_heads<8>(x, heads, head_stride, cos, sin, half, n);
+      default:
+        for (std::int64_t h = 0; h < heads; ++h) rotate_half(x + h * head_stride, half, cos, sin, n);
+        return;
+    }
+  }
+  T* x = token + 2 * first;
+  switch ((n + 7) / 8) {
+    case 1: return interleaved_heads<1>(x, heads, head_stride, cos, sin, n);
+    case 2: return interleaved_heads<2>(x, heads, head_stride, cos, sin, n);
+    case 3: return interleaved_heads<3>(x, heads, head_stride, cos, sin, n);
+    case 4: return interleaved_heads<4>(x, heads, head_stride, cos, sin, n);
+    case 5: return interleaved_heads<5>(x, heads, head_stride, cos, sin, n);
+    case 6: return interleaved_heads<6>(x, heads, head_stride, cos, sin, n);
+    case 7: return interleaved_heads<7>(x, heads, head_stride, cos, sin, n);
+    case 8: return interleaved_heads<8>(x, heads, head_stride, cos, sin, n);
+    default:
+      for (std::int64_t h = 0; h < heads; ++h) rotate_interleaved(x + h * head_stride, cos, sin, n);
+      return;
   }
 }
 
