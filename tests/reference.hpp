@@ -2,9 +2,14 @@
 // deterministic inputs, and the error bound of the float kernels.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <ropex/ropex.hpp>
@@ -56,6 +61,16 @@ inline std::vector<long double> plain_inv_freq_ld(long double base, int rotary_d
   std::vector<long double> inv(static_cast<std::size_t>(rotary_dim / 2));
   for (std::size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(base, -2.0L * static_cast<long double>(i) / rotary_dim);
   return inv;
+}
+
+// Runs `call`, requires std::invalid_argument whose message contains `field`, and an unchanged
+// buffer afterwards ("bad input changes nothing").
+template <class F>
+void require_rejected(std::vector<float>& x, F call, const std::string& field) {
+  const std::vector<float> before = x;
+  REQUIRE_THROWS_AS(call(), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call(), Catch::Matchers::Contains(field));
+  REQUIRE(std::memcmp(before.data(), x.data(), x.size() * sizeof(float)) == 0);
 }
 
 }  // namespace ropex_test

@@ -8,21 +8,13 @@
 #include "reference.hpp"
 
 using namespace ropex;
+using ropex_test::require_rejected;
 using Catch::Matchers::Contains;
 
 namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-// Runs `call` on a copy of `x`, requires std::invalid_argument mentioning `field` and an
-// unchanged buffer afterwards.
-template <class F>
-void require_rejected(std::vector<float>& x, F call, const std::string& field) {
-  const std::vector<float> before = x;
-  REQUIRE_THROWS_AS(call(), std::invalid_argument);
-  REQUIRE_THROWS_WITH(call(), Contains(field));
-  REQUIRE(std::memcmp(before.data(), x.data(), x.size() * sizeof(float)) == 0);
-}
 }  // namespace
 
 TEST_CASE("apply_rope rejects invalid configs and policies before writing", "[bad-input]") {

@@ -15,6 +15,7 @@
 #include "reference.hpp"
 
 using namespace ropex;
+using ropex_test::require_rejected;
 using ropex_test::random_floats;
 using ropex_test::rotation_tolerance;
 using Catch::Matchers::Contains;
@@ -507,16 +508,6 @@ TEST_CASE("multi_axis_cos_sin returns the cos/sin the rotation uses", "[mrope]")
     }
   }
 }
-
-namespace {
-template <class F>
-void require_rejected(std::vector<float>& x, F call, const std::string& field) {
-  const std::vector<float> before = x;
-  REQUIRE_THROWS_AS(call(), std::invalid_argument);
-  REQUIRE_THROWS_WITH(call(), Contains(field));
-  REQUIRE(std::memcmp(before.data(), x.data(), x.size() * sizeof(float)) == 0);
-}
-}  // namespace
 
 TEST_CASE("bad multi-axis input throws naming the field and leaves the buffer untouched", "[mrope][bad-input]") {
   const rotary_embedding re(rope_config{128}, plain{});
