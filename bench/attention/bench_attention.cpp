@@ -1,58 +1,70 @@
-// Softmax, entropy, KL and JS over rows of 4K and 32K floats, as bytes/s of input, beside an
-// in-place roofline `x *= a` over the same number of bytes in the same binary.
-//   ratio = (kernel bytes/s) / (roofline bytes/s), the roofline compiled for the same ISA level
-//   the attention reductions dispatch to (detail::attention_simd_level()), so the comparison is
-//   not flattered by a baseline-SSE2 roofline.
+// Softmax, entropy, KL and JS over rows of 4K and 32K floats, as bytes/s of input (softmax: its
+// row, read and written in place; entropy: its row; KL and JS: both rows), beside the in-place
+// roofline `x *= a` of bench/bench_rope.cpp over the same number of bytes, in the same binary:
+//   ratio = (kernel bytes/s) / (roofline bytes/s over as many bytes)
+// i.e. how long the kernel takes against one streaming in-place pass over its input.
+// What to expect (AVX-512, two 512-bit ports): the roofline moves 64 bytes per cycle or so while a
+// 4K row sits in L1, and about 2.5 cycles per 64 bytes from L2 (32K rows). A logarithm costs 13
+// vector operations (detail/table_log.hpp), so entropy needs ~18 operations = ~9 cycles per 16
+// floats, JS ~26 per 16 pairs of floats, KL ~17, softmax ~25: compute-bound well below the L1
+// roofline (ratios ~0.1 at 4K) and within 2-4x of the L2 one (~0.3-0.4 at 32K).
 // Run: ropex_attention_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
+#include <new>
 #include <map>
 #include <vector>
 
 #include <ropex/attention.hpp>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
-// x *= a, written with the same 16-lane vector type as the reductions (GCC 12 at -O2 does not
-// vectorise the plain loop), compiled three times and dispatched like them.
-#if defined(__GNUC__)
-__attribute__((always_inline)) inline void scale_body(float* x, std::int64_t n, float a) {
-  using ropex::detail::vfloat16;
-  const std::int64_t body = n - n % 16;
-  for (std::int64_t i = 0; i < body; i += 16) {
-    vfloat16 v;
-    std::memcpy(&v, x + i, sizeof v);
-    v *= a;
-    std::memcpy(x + i, &v, sizeof v);
+// x *= a in place, the roofline of bench/bench_rope.cpp (issue 3): AVX-512 with four vectors a step
+// when the CPU has it, else the plain loop (vectorised for the baseline at -O2 by GCC >= 12).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) void scale_avx512(float* x, std::int64_t n, float a) {
+  const __m512 va = _mm512_set1_ps(a);
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
+    _mm512_storeu_ps(x + i + 16, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), va));
+    _mm512_storeu_ps(x + i + 32, _mm512_mul_ps(_mm512_loadu_ps(x + i + 32), va));
+    _mm512_storeu_ps(x + i + 48, _mm512_mul_ps(_mm512_loadu_ps(x + i + 48), va));
   }
-  for (std::int64_t i = body; i < n; ++i) x[i] *= a;
+  for (; i < n; ++i) x[i] *= a;
 }
-#else
-inline void scale_body(float* x, std::int64_t n, float a) {
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= a;
-}
-#endif
-#if defined(ROPEX_ATTENTION_X86_DISPATCH)
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"))) void scale_avx512(float* x, std::int64_t n, float a) {
-  scale_body(x, n, a);
-}
-__attribute__((target("avx2,fma"))) void scale_avx2(float* x, std::int64_t n, float a) { scale_body(x, n, a); }
 #endif
 void scale(float* x, std::int64_t n, float a) {
-#if defined(ROPEX_ATTENTION_X86_DISPATCH)
-  switch (ropex::detail::attention_simd_level()) {
-    case 2: return scale_avx512(x, n, a);
-    case 1: return scale_avx2(x, n, a);
-    default: break;
-  }
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return scale_avx512(x, n, a);
 #endif
-  scale_body(x, n, a);
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= a;
 }
+
+// 64-byte aligned rows, as tensor allocators give (and as bench_rope.cpp measures): a std::vector
+// from malloc sits 16 bytes off a cache line and splits every 64-byte access, which slowed the
+// roofline by up to 2x in earlier runs and made it depend on the allocation.
+struct aligned_row {
+  std::unique_ptr<float[], void (*)(void*)> data_{nullptr, std::free};
+  explicit aligned_row(std::int64_t n) {
+    data_.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>((n * 4 + 63) / 64 * 64))));
+    if (!data_) throw std::bad_alloc();
+  }
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+};
 
 // CPU time of this thread, as Google Benchmark's default bytes_per_second uses (the machine is
 // shared; wall time would charge other processes to the roofline).
@@ -67,7 +79,8 @@ double roofline_bytes_per_second(std::int64_t floats) {
   static std::map<std::int64_t, double> cache;
   auto it = cache.find(floats);
   if (it != cache.end()) return it->second;
-  std::vector<float> x(static_cast<std::size_t>(floats), 1.0f);
+  aligned_row x(floats);
+  std::fill(x.data(), x.data() + floats, 1.0f);
   std::vector<double> rates;
   for (int rep = 0; rep < 7; ++rep) {
     std::int64_t passes = 0;
@@ -87,16 +100,16 @@ double roofline_bytes_per_second(std::int64_t floats) {
   return cache[floats] = rates[rates.size() / 2];
 }
 
-std::vector<float> distribution(std::int64_t n, std::uint32_t seed) {
-  std::vector<float> p(static_cast<std::size_t>(n));
+aligned_row distribution(std::int64_t n, std::uint32_t seed) {
+  aligned_row p(n);
   std::uint32_t s = seed;
   double sum = 0;
-  for (float& v : p) {
+  for (std::int64_t i = 0; i < n; ++i) {
     s = s * 1664525u + 1013904223u;  // LCG: only needs to be deterministic, not good
-    v = static_cast<float>((s >> 8) + 1);
-    sum += v;
+    p.data()[i] = static_cast<float>((s >> 8) + 1);
+    sum += p.data()[i];
   }
-  for (float& v : p) v = static_cast<float>(v / sum);
+  for (std::int64_t i = 0; i < n; ++i) p.data()[i] = static_cast<float>(p.data()[i] / sum);
   return p;
 }
 
@@ -111,7 +124,8 @@ void report(benchmark::State& state, std::int64_t bytes_per_iteration) {
 
 void BM_roofline_scale(benchmark::State& state) {
   const std::int64_t n = state.range(0);
-  std::vector<float> x(static_cast<std::size_t>(n), 1.0f);
+  aligned_row x(n);
+  std::fill(x.data(), x.data() + n, 1.0f);
   int k = 0;
   for (auto _ : state) {
     scale(x.data(), n, (k++ % 2) ? 2.0f : 0.5f);
@@ -122,7 +136,7 @@ void BM_roofline_scale(benchmark::State& state) {
 
 void BM_softmax(benchmark::State& state) {
   const std::int64_t n = state.range(0);
-  std::vector<float> x = distribution(n, 1);
+  aligned_row x = distribution(n, 1);
   for (auto _ : state) {
     ropex::softmax(x.data(), n);  // stays a valid row: softmax of probabilities
     benchmark::ClobberMemory();
@@ -132,21 +146,21 @@ void BM_softmax(benchmark::State& state) {
 
 void BM_entropy(benchmark::State& state) {
   const std::int64_t n = state.range(0);
-  const std::vector<float> p = distribution(n, 1);
+  const aligned_row p = distribution(n, 1);
   for (auto _ : state) benchmark::DoNotOptimize(ropex::entropy(p.data(), n));
   report(state, n * static_cast<std::int64_t>(sizeof(float)));
 }
 
 void BM_kl_divergence(benchmark::State& state) {
   const std::int64_t n = state.range(0);
-  const std::vector<float> p = distribution(n, 1), q = distribution(n, 2);
+  const aligned_row p = distribution(n, 1), q = distribution(n, 2);
   for (auto _ : state) benchmark::DoNotOptimize(ropex::kl_divergence(p.data(), q.data(), n));
   report(state, 2 * n * static_cast<std::int64_t>(sizeof(float)));
 }
 
 void BM_js_divergence(benchmark::State& state) {
   const std::int64_t n = state.range(0);
-  const std::vector<float> p = distribution(n, 1), q = distribution(n, 2);
+  const aligned_row p = distribution(n, 1), q = distribution(n, 2);
   for (auto _ : state) benchmark::DoNotOptimize(ropex::js_divergence(p.data(), q.data(), n));
   report(state, 2 * n * static_cast<std::int64_t>(sizeof(float)));  // two rows read
 }

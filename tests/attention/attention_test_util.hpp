@@ -59,5 +59,6 @@ inline long double js_ref(const std::vector<float>& p, const std::vector<float>&
 // The documented bounds (divergence.hpp).
 inline double entropy_tolerance(double h) { return 1.5e-7 + 3e-7 * h; }
 inline double divergence_tolerance(double hp, double hq) { return 5e-7 + 3e-7 * (hp + hq); }
+inline double kl_tolerance(double hp, double kl) { return 5e-7 + 6.2e-7 * hp + 3.1e-7 * kl; }
 
 }  // namespace attention_test

@@ -14,11 +14,15 @@
 // 2^-24, so the row sum is within ~1e-6 of 1) and rejects unnormalised scores or a truncated row.
 // With renormalize = true the sum is divided out instead (it must still be > 0).
 //
-// Accuracy (fast_log + float per-element products, double accumulation; detail/reduce.hpp):
-//   |H_computed - H| <= 1.5e-7 + 3e-7 H          (absolute, nats)
-//   |KL_computed - KL| and |JS_computed - JS| <= 5e-7 + 3e-7 (H(p) + H(q))
+// Accuracy (every SIMD level; the analysis is in detail/avx512_reduce.hpp for AVX-512, the level this
+// machine class runs, and in detail/reduce.hpp for the portable bodies):
+//   |H_computed - H| <= 1.5e-7 + 3e-7 H                                   (absolute, nats)
+//   |JS_computed - JS| <= 5e-7 + 3e-7 (H(p) + H(q))
+//   |KL_computed - KL| <= 5e-7 + 6.2e-7 H(p) + 3.1e-7 KL   (log errors relative to |ln q| grow with KL)
 // so divergences below ~1e-5 are at the noise floor; identical inputs give exactly 0.
 // JS is clamped into [0, ln 2], the range the error above can leave by at most that bound.
+// With renormalize the divisor is summed again in double (relative error n 2^-53), so the bounds
+// hold for the normalised distribution.
 #pragma once
 
 #include <cmath>
@@ -47,27 +51,42 @@ inline constexpr double ln2 = 0.693147180559945309417232121458;
 namespace detail {
 
 inline void require_distribution_pointer(const float* p, std::int64_t n, const char* name) {
-  require(n >= 1, "n", "must be >= 1 (got " + std::to_string(n) + ")");
-  require(p != nullptr, name, "is null");
+  if (n < 1) fail("n", "must be >= 1 (got " + std::to_string(n) + ")");
+  if (p == nullptr) fail(name, "is null");
+}
+
+// "p", or "probs row 5": built only when a check fails (the hot path builds no strings).
+inline std::string field_name(const char* name, std::int64_t row) {
+  return row < 0 ? std::string(name) : std::string(name) + " row " + std::to_string(row);
 }
 
 // Checks the sums returned by the fused pass; returns the divisor to apply (1 or the sum).
-inline double check_distribution(double sum, float min, const char* name, const distribution_options& o) {
-  require(std::isfinite(sum), name, "has a NaN or infinite entry");
-  require(!(min < 0), name, "has a negative entry (min " + std::to_string(min) + ")");
+inline double check_distribution(double sum, float min, const char* name, const distribution_options& o,
+                                 std::int64_t row = -1) {
+  if (!std::isfinite(sum)) fail(field_name(name, row), "has a NaN or infinite entry");
+  if (min < 0) fail(field_name(name, row), "has a negative entry (min " + std::to_string(min) + ")");
   if (o.renormalize) {
-    require(sum > 0, name, "sums to 0 and cannot be renormalised");
+    if (!(sum > 0)) fail(field_name(name, row), "sums to 0 and cannot be renormalised");
     return sum;
   }
-  require(std::fabs(sum - 1) <= o.tolerance, name,
-          "sums to " + std::to_string(sum) + ", not 1 within tolerance " + std::to_string(o.tolerance) +
-              " (pass distribution_options{.renormalize = true} to divide by the sum)");
+  if (!(std::fabs(sum - 1) <= o.tolerance))
+    fail(field_name(name, row), "sums to " + std::to_string(sum) + ", not 1 within tolerance " +
+                                    std::to_string(o.tolerance) +
+                                    " (pass distribution_options{.renormalize = true} to divide by the sum)");
   return 1;
 }
 
+// check_distribution, then the divisor itself from an accurate second sum when renormalising (the
+// fused pass's sum only carries the accuracy validation needs).
+inline double divisor(const float* x, std::int64_t n, double sum, float min, const char* name,
+                      const distribution_options& o, std::int64_t row = -1) {
+  const double d = check_distribution(sum, min, name, o, row);
+  return o.renormalize ? accurate_sum(x, n) : d;
+}
+
 inline void require_same_length(std::int64_t p_length, std::int64_t q_length) {
-  require(p_length == q_length, "q",
-          "has length " + std::to_string(q_length) + " but p has length " + std::to_string(p_length));
+  if (p_length != q_length)
+    fail("q", "has length " + std::to_string(q_length) + " but p has length " + std::to_string(p_length));
 }
 
 inline double unit_divisor(information_unit u) { return u == information_unit::bits ? ln2 : 1.0; }
@@ -80,7 +99,7 @@ inline double unit_divisor(information_unit u) { return u == information_unit::b
 inline double entropy(const float* p, std::int64_t n, const distribution_options& options) {
   detail::require_distribution_pointer(p, n, "p");
   const detail::one_sums s = detail::entropy_sums(p, n);
-  const double total = detail::check_distribution(s.sum, s.min, "p", options);
+  const double total = detail::divisor(p, n, s.sum, s.min, "p", options);
   const double h = -s.sum_x_log_x / total + std::log(total);
   return h > 0 ? h : 0.0;  // -0 and the O(1e-7) error below 0 for a one-hot row
 }
@@ -104,18 +123,17 @@ inline double entropy(const Eigen::Ref<const Eigen::VectorXf>& p, information_un
 inline void entropy_rows(const float* probs, std::int64_t rows, std::int64_t cols, double* out,
                          information_unit unit = information_unit::nats, const distribution_options& options = {},
                          std::int64_t row_stride = 0) {
-  detail::require(rows >= 1, "rows", "must be >= 1");
-  detail::require(cols >= 1, "cols", "must be >= 1");
-  detail::require(probs != nullptr, "probs", "is null");
-  detail::require(out != nullptr, "out", "is null");
+  if (rows < 1) detail::fail("rows", "must be >= 1");
+  if (cols < 1) detail::fail("cols", "must be >= 1");
+  if (probs == nullptr) detail::fail("probs", "is null");
+  if (out == nullptr) detail::fail("out", "is null");
   if (row_stride == 0) row_stride = cols;
-  detail::require(row_stride >= cols, "row_stride", "must be >= cols");
+  if (row_stride < cols) detail::fail("row_stride", "must be >= cols");
   // Validation needs the same pass as the result; keep results on the side until every row passed.
   std::vector<double> h(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     const detail::one_sums s = detail::entropy_sums(probs + r * row_stride, cols);
-    const std::string name = "probs row " + std::to_string(r);
-    const double total = detail::check_distribution(s.sum, s.min, name.c_str(), options);
+    const double total = detail::divisor(probs + r * row_stride, cols, s.sum, s.min, "probs", options, r);
     const double v = -s.sum_x_log_x / total + std::log(total);
     h[static_cast<std::size_t>(r)] = (v > 0 ? v : 0.0) / detail::unit_divisor(unit);
   }
@@ -149,10 +167,10 @@ inline double mean_entropy(const float* probs, std::int64_t rows, std::int64_t c
 // KL(p/sp || q/sq) = (1/sp) sum p ln(p/q) - ln sp + ln sq.
 inline double kl_divergence(const float* p, const float* q, std::int64_t n, const distribution_options& options) {
   detail::require_distribution_pointer(p, n, "p");
-  detail::require(q != nullptr, "q", "is null");
+  if (q == nullptr) detail::fail("q", "is null");
   const detail::pair_sums s = detail::kl_sums(p, q, n);
-  const double sp = detail::check_distribution(s.sum_p, s.min_p, "p", options);
-  const double sq = detail::check_distribution(s.sum_q, s.min_q, "q", options);
+  const double sp = detail::divisor(p, n, s.sum_p, s.min_p, "p", options);
+  const double sq = detail::divisor(q, n, s.sum_q, s.min_q, "q", options);
   if (s.unbounded) return std::numeric_limits<double>::infinity();
   const double kl = s.information / sp - std::log(sp) + std::log(sq);
   return kl > 0 ? kl : 0.0;
@@ -171,10 +189,10 @@ inline double kl_divergence(const Eigen::Ref<const Eigen::VectorXf>& p, const Ei
 // JS(p, q) in nats, symmetric, in [0, ln 2]; zero entries in either argument are fine.
 inline double js_divergence(const float* p, const float* q, std::int64_t n, const distribution_options& options) {
   detail::require_distribution_pointer(p, n, "p");
-  detail::require(q != nullptr, "q", "is null");
+  if (q == nullptr) detail::fail("q", "is null");
   detail::pair_sums s = detail::js_sums(p, q, 1.0f, 1.0f, n);
-  const double sp = detail::check_distribution(s.sum_p, s.min_p, "p", options);
-  const double sq = detail::check_distribution(s.sum_q, s.min_q, "q", options);
+  const double sp = detail::divisor(p, n, s.sum_p, s.min_p, "p", options);
+  const double sq = detail::divisor(q, n, s.sum_q, s.min_q, "q", options);
   // Renormalising changes m = (p/sp + q/sq)/2 entry by entry: a second pass with the scales.
   if (sp != 1 || sq != 1) s = detail::js_sums(p, q, static_cast<float>(1 / sp), static_cast<float>(1 / sq), n);
   return std::fmin(std::fmax(s.information, 0.0), ln2);

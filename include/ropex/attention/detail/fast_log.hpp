@@ -1,4 +1,5 @@
-// Private: a float natural logarithm that vectorises, for the entropy / KL / JS reductions.
+// Private: a float natural logarithm that vectorises, for the portable entropy / KL / JS bodies
+// (AVX2 and baseline levels, aarch64, ROPEX_PORTABLE_ONLY; the AVX-512 level uses table_log.hpp).
 //
 // Method (Cephes logf, S. Moshier): x = 2^e * m with m in [sqrt(1/2), sqrt(2)), t = m - 1,
 //   ln x = t - t^2/2 + t^3 P(t) + e ln 2,
@@ -59,27 +60,36 @@ inline float fast_log(float x) {
 }
 
 #if defined(__GNUC__)
-// GCC / Clang vector extensions: one source, compiled per target by the caller's attributes.
-// 16 lanes = one AVX-512 register, two AVX2 registers, four SSE2 registers.
-typedef float vfloat16 __attribute__((vector_size(64)));
-typedef std::int32_t vint16 __attribute__((vector_size(64)));
-typedef double vdouble16 __attribute__((vector_size(128)));
+// GCC / Clang vector extensions: one source, compiled per target by the caller's attributes, with
+// N lanes = one native register (8 for AVX2, 4 for SSE2 and Advanced SIMD). Wider vectors than the
+// target's registers are not an option: GCC 12 splits their comparisons and selects into scalar
+// code (a 16-lane body compiled for AVX2 ran ~10x slower than this one).
+template <int N>
+struct simd {
+  typedef float f __attribute__((vector_size(4 * N)));
+  typedef std::int32_t i __attribute__((vector_size(4 * N)));
+  typedef double d __attribute__((vector_size(8 * N)));
+};
+template <int N> using vfloat = typename simd<N>::f;
+template <int N> using vint = typename simd<N>::i;
+template <int N> using vdouble = typename simd<N>::d;
 
 // Same arithmetic as fast_log(float), lane by lane. Vectors go by reference and the function is
 // always inlined, so no vector crosses a call boundary (no -Wpsabi ABI concerns without AVX-512).
-__attribute__((always_inline)) inline void fast_log_vec(const vfloat16& x, vfloat16& result) {
-  vint16 bits;
+template <int N>
+__attribute__((always_inline)) inline void fast_log_vec(const vfloat<N>& x, vfloat<N>& result) {
+  vint<N> bits;
   std::memcpy(&bits, &x, sizeof bits);
-  vint16 ei = ((bits >> 23) & 0xff) - 127;
-  const vint16 mbits = (bits & 0x007fffff) | 0x3f800000;
-  vfloat16 m;
+  vint<N> ei = ((bits >> 23) & 0xff) - 127;
+  const vint<N> mbits = (bits & 0x007fffff) | 0x3f800000;
+  vfloat<N> m;
   std::memcpy(&m, &mbits, sizeof m);
-  const vint16 big = m > 2 * sqrt_half;  // -1 where true
+  const vint<N> big = m > 2 * sqrt_half;  // -1 where true
   m = big ? m * 0.5f : m;
   ei -= big;
-  const vfloat16 e = __builtin_convertvector(ei, vfloat16);
-  const vfloat16 t = m - 1.0f, z = t * t;
-  vfloat16 y = log_p0 * t + log_p1;
+  const vfloat<N> e = __builtin_convertvector(ei, vfloat<N>);
+  const vfloat<N> t = m - 1.0f, z = t * t;
+  vfloat<N> y = log_p0 * t + log_p1;
   y = y * t + log_p2;
   y = y * t + log_p3;
   y = y * t + log_p4;
