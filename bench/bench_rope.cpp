@@ -25,12 +25,8 @@
 #include <ropex/ropex.hpp>
 #include <ropex/threads.hpp>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define ROPEX_BENCH_X86 1
-#else
-#define ROPEX_BENCH_X86 0
-#endif
+#include "roofline.hpp"
+
 
 namespace {
 
@@ -43,46 +39,8 @@ struct shape {
 };
 const shape shapes[] = {{"a", 4096, 32, 128}, {"b", 512, 32, 128}, {"c", 64, 32, 128}, {"d", 1, 32, 128}, {"e", 4096, 8, 64}};
 
-// 64-byte aligned buffers, as tensor allocators (PyTorch, ggml) give: a vector from malloc is
-// 16 bytes off a cache line, which splits every 64-byte access of both the kernels and the roofline.
-template <class T>
-struct aligned_buffer {
-  std::unique_ptr<T[], void (*)(void*)> data_{nullptr, std::free};
-  std::size_t size_ = 0;
-  explicit aligned_buffer(std::size_t n) : size_(n) {
-    const std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!data_) throw std::bad_alloc();
-  }
-  T* data() { return data_.get(); }
-  std::size_t size() const { return size_; }
-  T& operator[](std::size_t i) { return data_[i]; }
-};
-
-// ---- roofline: x *= a in place -------------------------------------------------------------------
-#if ROPEX_BENCH_X86
-__attribute__((target("avx512f"))) void scale_avx512(float* x, std::size_t n, float a) {
-  const __m512 va = _mm512_set1_ps(a);
-  std::size_t i = 0;
-  for (; i + 64 <= n; i += 64) {  // 4 vectors a step, like the rotation kernels' unrolled loads
-    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
-    _mm512_storeu_ps(x + i + 16, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), va));
-    _mm512_storeu_ps(x + i + 32, _mm512_mul_ps(_mm512_loadu_ps(x + i + 32), va));
-    _mm512_storeu_ps(x + i + 48, _mm512_mul_ps(_mm512_loadu_ps(x + i + 48), va));
-  }
-  for (; i < n; ++i) x[i] *= a;
-}
-#endif
-void scale_portable(float* x, std::size_t n, float a) {
-  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
-}
-void scale(float* x, std::size_t n, float a) {
-#if ROPEX_BENCH_X86
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return scale_avx512(x, n, a);
-#endif
-  scale_portable(x, n, a);
-}
+using ropex_bench::aligned_buffer;
+using ropex_bench::scale;
 
 void roofline(benchmark::State& state, std::size_t bytes, int threads) {
   aligned_buffer<float> x(bytes / sizeof(float));

@@ -24,47 +24,14 @@
 
 #include <ropex/attention.hpp>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
+#include "../roofline.hpp"
 
 namespace {
 
-// x *= a in place, the roofline of bench/bench_rope.cpp (issue 3): AVX-512 with four vectors a step
-// when the CPU has it, else the plain loop (vectorised for the baseline at -O2 by GCC >= 12).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) void scale_avx512(float* x, std::int64_t n, float a) {
-  const __m512 va = _mm512_set1_ps(a);
-  std::int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
-    _mm512_storeu_ps(x + i + 16, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), va));
-    _mm512_storeu_ps(x + i + 32, _mm512_mul_ps(_mm512_loadu_ps(x + i + 32), va));
-    _mm512_storeu_ps(x + i + 48, _mm512_mul_ps(_mm512_loadu_ps(x + i + 48), va));
-  }
-  for (; i < n; ++i) x[i] *= a;
-}
-#endif
-void scale(float* x, std::int64_t n, float a) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return scale_avx512(x, n, a);
-#endif
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= a;
-}
-
-// 64-byte aligned rows, as tensor allocators give (and as bench_rope.cpp measures): a std::vector
-// from malloc sits 16 bytes off a cache line and splits every 64-byte access, which slowed the
-// roofline by up to 2x in earlier runs and made it depend on the allocation.
-struct aligned_row {
-  std::unique_ptr<float[], void (*)(void*)> data_{nullptr, std::free};
-  explicit aligned_row(std::int64_t n) {
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>((n * 4 + 63) / 64 * 64))));
-    if (!data_) throw std::bad_alloc();
-  }
-  float* data() { return data_.get(); }
-  const float* data() const { return data_.get(); }
-};
+// The shared roofline (bench/roofline.hpp) on 64-byte aligned rows: a std::vector from malloc sits
+// 16 bytes off a cache line and splits every 64-byte access.
+using aligned_row = ropex_bench::aligned_buffer<float>;
+inline void scale(float* x, std::int64_t n, float a) { ropex_bench::scale(x, static_cast<std::size_t>(n), a); }
 
 // CPU time of this thread, as Google Benchmark's default bytes_per_second uses (the machine is
 // shared; wall time would charge other processes to the roofline).
