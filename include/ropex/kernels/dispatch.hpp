@@ -174,14 +174,6 @@ const kernel_set<T>& active_kernels() {
   return kernels_for<T>(active_isa());
 }
 
-// One token through the active family (for callers outside the hot loop of apply.hpp; a loop
-// over tokens should fetch active_kernels<T>() once instead).
-template <class T>
-void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing) {
-  active_kernels<T>().rotate_token(token, heads, head_stride, cos, sin, first, last, half, pairing);
-}
-
 }  // namespace kernels
 
 // Name of the kernel family apply() uses on this thread: "scalar", "avx2", "avx512" or "neon".
