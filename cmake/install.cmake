@@ -18,7 +18,7 @@ set(ROPEX_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_DATADIR}/pkgconfig" CACHE STRING
 set(_ropex_component COMPONENT ropex_development)
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/ropex" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-        ${_ropex_component} FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+        ${_ropex_component} FILES_MATCHING PATTERN "*.hpp" PATTERN "*.inl" PATTERN "*.h")
 
 # One export set per target: a consumer that lacks Eigen or nlohmann/json must still get
 # ropex::ropex, so the optional targets are loaded by ropexConfig.cmake only when their

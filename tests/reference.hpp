@@ -16,14 +16,15 @@
 
 namespace ropex_test {
 
-// The float kernel's bound (angles.hpp, kernels/scalar.hpp): cos and sin are each rounded once
-// (u = 2^-24), then y = a c - b s costs at most two more roundings, so per channel
-//   |y - y_exact| <= m (|a| + |b|) (3u + angle_error).
-// angle_error covers the reduction (2^-49) and the double rounding of inv_freq, which shows up as
+// The float kernel's bound (block_angles.hpp, kernels/scalar.hpp): cos and sin are within m 2^-48
+// of exact before their one rounding to float (u = 2^-24), then y = a c - b s costs at most two
+// more roundings, so per channel
+//   |y - y_exact| <= m (|a| + |b|) (3u + 2^-48 + angle_error).
+// angle_error covers what the reference adds: the double rounding of inv_freq shows up as
 // position * inv * 2^-53 when the reference uses a long-double frequency.
 inline double rotation_tolerance(double magnitude, double a, double b, double angle_error) {
   const double u = std::ldexp(1.0, -24);
-  return magnitude * (std::fabs(a) + std::fabs(b)) * (3 * u + angle_error) + 1e-30;
+  return magnitude * (std::fabs(a) + std::fabs(b)) * (3 * u + std::ldexp(1.0, -48) + angle_error) + 1e-30;
 }
 
 // y = m R(theta) x for every pair in long double; pass-through channels copied.

@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 #include <ropex/ropex.hpp>
 
+#include "reference.hpp"
+
 namespace {
 
 using ropex::bfloat16;
@@ -263,50 +265,161 @@ TEST_CASE("the cos/sin polynomial of sincos.hpp is within 2^-52 of cos and sin o
   CHECK(worst <= std::ldexp(1.0, -52));
 }
 
-TEST_CASE("vector cos_sin matches the scalar exact-angle cos_sin within one float ulp", "[simd][sincos]") {
-  std::mt19937_64 rng(5);
-  // Frequencies of real configs (base 10^4 / 5*10^5, rotary 128 and 64; YaRN) and odd counts.
+namespace {
+// Frequencies of real configs (base 10^4 / 5*10^5, rotary 128, 64, 6, 2; YaRN) and 23 arbitrary ones.
+std::vector<std::vector<double>> frequency_tables(std::mt19937_64& rng) {
   std::vector<std::vector<double>> tables;
   for (double base : {10000.0, 500000.0})
     for (int rot : {128, 64, 6, 2}) tables.push_back(ropex::detail::default_inv_freq(base, rot));
-  {
-    ropex::rope_config cfg{128};
-    ropex::yarn y;
-    y.factor = 16;
-    tables.push_back(ropex::make_frequencies(cfg, y, 0).inv_freq);
-  }
+  ropex::rope_config cfg{128};
+  ropex::yarn y;
+  y.factor = 16;
+  tables.push_back(ropex::make_frequencies(cfg, y, 0).inv_freq);
   std::uniform_real_distribution<double> any_freq(0.0, 3.0);
   std::vector<double> odd(23);
   for (auto& f : odd) f = any_freq(rng);
   tables.push_back(odd);
+  return tables;
+}
 
-  std::vector<std::int64_t> positions = {0, 1, 2, 3, 1000, 4095, 1 << 20, 1 << 24, (std::int64_t{1} << 53),
-                                         -(std::int64_t{1} << 53), (std::int64_t{1} << 53) - 1, -7};
+std::vector<std::int64_t> probe_positions(std::mt19937_64& rng) {
+  std::vector<std::int64_t> positions = {0, 1, 2, 3, 15, 16, 17, 1000, 4095, 1 << 20, 1 << 24, (std::int64_t{1} << 53),
+                                         -(std::int64_t{1} << 53), (std::int64_t{1} << 53) - 1, -7, -16, -17};
   std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t{1} << 24);
   for (int i = 0; i < 200; ++i) positions.push_back(pick(rng));
+  return positions;
+}
 
+// block_angles.hpp's cos/sin of one position through family f, as the rotation forms them.
+void block_values(isa f, const ropex::angle_steps& steps, const std::vector<double>& inv, std::int64_t p, double m,
+                  double sign, float* c, float* s) {
+  ropex::detail::block_seed seed;
+  ropex::detail::block_cos_sin(ropex::kernels::kernels_for<float>(f), seed, steps, inv.data(), 0,
+                               static_cast<int>(inv.size()), p, m, sign, c, s);
+}
+}  // namespace
+
+TEST_CASE("vector cos_sin_seed agrees with the scalar seed within twice the seed bound", "[simd][sincos]") {
+  // Each seed is within m (2^-49 + 2^-52 + 2^-53) of the exact value (block_angles.hpp).
+  const double m = 1.25, bound = 2 * m * (std::ldexp(1.0, -49) + std::ldexp(1.0, -52) + std::ldexp(1.0, -53));
+  std::mt19937_64 rng(5);
+  const auto tables = frequency_tables(rng);
+  const auto positions = probe_positions(rng);
   for (isa family : runnable_families()) {
     const auto& kernel = ropex::kernels::kernels_for<float>(family);
-    long compared = 0, differing = 0, violations = 0;
+    double worst = 0;
+    long overwrites = 0;
     for (const auto& inv : tables)
       for (std::int64_t p : positions)
         for (double sign : {1.0, -1.0}) {
           const int n = static_cast<int>(inv.size());
-          std::vector<float> c0(inv.size()), s0(inv.size()), c1(inv.size() + 1, 42.0f), s1(inv.size() + 1, 42.0f);
-          ropex::kernels::scalar::cos_sin(p, inv.data(), n, 1.25, sign, c0.data(), s0.data());
-          kernel.cos_sin(p, inv.data(), n, 1.25, sign, c1.data(), s1.data());
-          violations += c1[inv.size()] != 42.0f || s1[inv.size()] != 42.0f;  // nothing written past n
+          std::vector<double> c0(inv.size()), s0(inv.size()), c1(inv.size() + 1, 42.0), s1(inv.size() + 1, 42.0);
+          ropex::kernels::scalar::cos_sin_seed(p, inv.data(), n, m, sign, c0.data(), s0.data());
+          kernel.cos_sin_seed(p, inv.data(), n, m, sign, c1.data(), s1.data());
+          overwrites += c1[inv.size()] != 42.0 || s1[inv.size()] != 42.0;  // nothing written past n
+          for (std::size_t i = 0; i < inv.size(); ++i)
+            worst = std::max({worst, std::fabs(c1[i] - c0[i]), std::fabs(s1[i] - s0[i])});
+        }
+    INFO(ropex::kernels::isa_name(family) << ": largest difference " << worst << " = 2^" << std::log2(worst));
+    CHECK(overwrites == 0);
+    CHECK(worst <= bound);
+  }
+}
+
+TEST_CASE("cos_sin_combine is the same arithmetic on every family", "[simd][sincos]") {
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (isa family : runnable_families()) {
+    const auto& kernel = ropex::kernels::kernels_for<float>(family);
+    long differing = 0, overwrites = 0;
+    for (int n = 1; n <= 70; ++n)
+      for (double sign : {1.0, -1.0}) {
+        std::vector<double> sc(n), ss(n), kc(n), ks(n);
+        for (int i = 0; i < n; ++i) sc[i] = 1.7 * unit(rng), ss[i] = 1.7 * unit(rng), kc[i] = unit(rng), ks[i] = unit(rng);
+        std::vector<float> c0(n), s0(n), c1(n + 1, 42.0f), s1(n + 1, 42.0f);
+        ropex::kernels::scalar::cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), n, sign, c0.data(), s0.data());
+        kernel.cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), n, sign, c1.data(), s1.data());
+        overwrites += c1[static_cast<std::size_t>(n)] != 42.0f || s1[static_cast<std::size_t>(n)] != 42.0f;
+        for (int i = 0; i < n; ++i) differing += c0[i] != c1[i] || s0[i] != s1[i];
+      }
+    INFO(ropex::kernels::isa_name(family));
+    CHECK(overwrites == 0);
+    CHECK(differing == 0);
+  }
+}
+
+TEST_CASE("block cos/sin is the exact value rounded to float, or its neighbour within 2^-48 m", "[simd][sincos]") {
+  std::mt19937_64 rng(7);
+  const auto tables = frequency_tables(rng);
+  std::vector<isa> families = runnable_families();
+  families.push_back(isa::scalar);
+  const double m = 1.25;
+  for (isa family : families) {
+    // (1) Positions below 2^11: p * inv_freq is exact in long double, so the reference is exact to
+    // ~2^-64; the float must lie within half an ulp plus m 2^-48 of it.
+    long violations = 0;
+    for (const auto& inv : tables) {
+      const ropex::angle_steps steps(inv);
+      for (std::int64_t p = -40; p < 2048; p += (p < 64 ? 1 : 37))
+        for (double sign : {1.0, -1.0}) {
+          std::vector<float> c(inv.size()), s(inv.size());
+          block_values(family, steps, inv, p, m, sign, c.data(), s.data());
           for (std::size_t i = 0; i < inv.size(); ++i) {
-            ++compared;
-            differing += c0[i] != c1[i] || s0[i] != s1[i];
-            // Both are within half an ulp plus ~2^-48 relative of the exact value: at most 1 ulp apart.
-            violations += !(c1[i] == c0[i] || c1[i] == std::nextafter(c0[i], c1[i]));
-            violations += !(s1[i] == s0[i] || s1[i] == std::nextafter(s0[i], s1[i]));
+            const long double theta = static_cast<long double>(p) * static_cast<long double>(inv[i]);
+            const long double ec = m * std::cos(theta), es = sign * m * std::sin(theta);
+            const double slack = m * std::ldexp(1.0, -48);
+            const double ulp_c = std::ldexp(1.0, std::ilogb(std::max(std::fabs(static_cast<double>(ec)), 1e-30)) - 23);
+            const double ulp_s = std::ldexp(1.0, std::ilogb(std::max(std::fabs(static_cast<double>(es)), 1e-30)) - 23);
+            violations += !(std::fabs(c[i] - ec) <= 0.5 * ulp_c + slack);
+            violations += !(std::fabs(s[i] - es) <= 0.5 * ulp_s + slack);
           }
         }
-    INFO(ropex::kernels::isa_name(family) << ": " << differing << " of " << compared << " differ by one ulp");
+    }
+    // (2) Any position: against the scalar direct exact angle (angles.hpp cos_sin, libm), at most
+    // one float ulp apart, and rarely apart at all.
+    const auto positions = probe_positions(rng);
+    long compared = 0, differing = 0, far = 0;
+    for (const auto& inv : tables) {
+      const ropex::angle_steps steps(inv);
+      for (std::int64_t p : positions) {
+        const int n = static_cast<int>(inv.size());
+        std::vector<float> c0(inv.size()), s0(inv.size()), c1(inv.size()), s1(inv.size());
+        ropex::cos_sin(p, inv.data(), n, m, 1.0, c0.data(), s0.data());
+        block_values(family, steps, inv, p, m, 1.0, c1.data(), s1.data());
+        for (std::size_t i = 0; i < inv.size(); ++i) {
+          ++compared;
+          differing += c0[i] != c1[i] || s0[i] != s1[i];
+          far += !(c1[i] == c0[i] || c1[i] == std::nextafter(c0[i], c1[i]));
+          far += !(s1[i] == s0[i] || s1[i] == std::nextafter(s0[i], s1[i]));
+        }
+      }
+    }
+    INFO(ropex::kernels::isa_name(family) << ": " << differing << " of " << compared
+                                          << " differ from the direct exact angle by one ulp");
     CHECK(violations == 0);
-    CHECK(differing * 1000 <= compared);  // one-ulp differences are rare (sincos.hpp)
+    CHECK(far == 0);
+    CHECK(differing * 1000 <= compared);
+  }
+}
+
+TEST_CASE("a position's rotation does not depend on the tokens sharing the call", "[simd][sincos]") {
+  // block_angles.hpp: every position is formed from its own block start, so decode (one token)
+  // and prefill (a run) give the same bits, as do runs starting anywhere.
+  std::vector<isa> families = runnable_families();
+  families.push_back(isa::scalar);
+  const ropex::rotary_embedding rope(ropex::rope_config{128}, ropex::plain{});
+  const std::vector<float> x = ropex_test::random_floats(50 * 2 * 128, 11);
+  std::vector<std::int64_t> run(50);
+  for (isa family : families) {
+    ropex::kernels::forced_isa guard(family);
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{7}, std::int64_t{1} << 24, -std::int64_t{33}}) {
+      for (std::size_t t = 0; t < run.size(); ++t) run[t] = start + static_cast<std::int64_t>(t);
+      std::vector<float> together = x, alone = x;
+      rope.apply(together.data(), 50, 2, run.data());
+      for (std::size_t t = 0; t < run.size(); ++t) rope.apply(alone.data() + t * 256, 1, 2, &run[t]);
+      INFO(ropex::kernels::isa_name(family) << " start " << start);
+      CHECK(together == alone);
+    }
   }
 }
 

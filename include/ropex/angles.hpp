@@ -9,9 +9,10 @@
 // double inv_freq, for every valid position. Relative to the infinitely precise frequency the
 // double rounding of inv_freq adds at most |position * inv_freq| * 2^-53 (1.9e-9 rad at 2^24).
 // cos_sin() therefore returns fl32(m cos theta), fl32(m sin theta) within 0.5 float ulp + 1e-15.
-// The SIMD kernels (kernels/*.hpp cos_sin) run the same reduction lane-wise, then the double
-// polynomial of kernels/sincos.hpp (<= 2^-52 absolute) instead of the C library: their floats
-// equal these, or differ by one ulp when the exact value lies within ~2^-48 of a rounding boundary.
+// The rotation itself forms cos/sin by block_angles.hpp (an exact seed per block of 16 positions,
+// computed by the kernels' cos_sin_seed: this reduction lane-wise, then the double polynomial of
+// kernels/sincos.hpp), within m 2^-48 before the float rounding; cos_sin() here is the direct
+// reference the tests hold it to.
 #pragma once
 
 #include <cmath>

@@ -9,6 +9,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/axes.hpp"
+#include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
@@ -22,13 +23,13 @@ namespace ropex {
 class rotary_embedding {
  public:
   // Pairs whose cos/sin are formed per step on the stack: 128 covers rotary_dim 256 in one step.
-  static constexpr int chunk_pairs = 128;
+  static constexpr int chunk_pairs = detail::block_seed::capacity;
 
   // Throws std::invalid_argument naming the field for an invalid config or policy.
   // seq_len selects the dynamic_ntk base and the longrope short/long list (pure function of it).
   template <class Policy>
   rotary_embedding(const rope_config& config, const Policy& policy, std::int64_t seq_len = 0)
-      : config_(config), freqs_(make_frequencies(config, policy, seq_len)) {}
+      : config_(config), freqs_(make_frequencies(config, policy, seq_len)), steps_(freqs_.inv_freq) {}
 
   const frequencies& freqs() const { return freqs_; }
   const rope_config& config() const { return config_; }
@@ -36,7 +37,8 @@ class rotary_embedding {
   int pairs() const { return pair_count(config_); }
 
   // Cache of cos/sin rows for positions [0, positions), attention factor included.
-  cos_sin_table make_table(std::int64_t positions) const { return cos_sin_table(freqs_, positions); }
+  // Its values equal the on-the-fly path's bit for bit (block_angles.hpp).
+  cos_sin_table make_table(std::int64_t positions) const { return cos_sin_table(freqs_, steps_, positions); }
 
   // ---- rotation by the position: x <- m R(p) x ------------------------------------------------
   // x is [tokens][heads][head_dim] contiguous; positions has `tokens` entries.
@@ -108,19 +110,19 @@ class rotary_embedding {
   // give exactly the bits of the 1-D apply above.
   template <class T>
   void apply(T* x, std::int64_t tokens, std::int64_t heads, const position_axes& axes, axis_positions positions) const {
-    apply_multi_axis(config_, freqs_, x, tokens, heads, axes, positions);
+    apply(contiguous_view(x, tokens, heads, config_.head_dim), axes, positions);
   }
   template <class T>
   void apply(tensor_view<T> x, const position_axes& axes, axis_positions positions) const {
-    apply_multi_axis(config_, freqs_, x, axes, positions);
+    apply_multi_axis(config_, freqs_, steps_, x, axes, positions);
   }
   template <class T>
   void apply(tensor_view<T> q, tensor_view<T> k, const position_axes& axes, axis_positions positions) const {
-    apply_multi_axis(config_, freqs_, q, k, axes, positions);
+    apply_multi_axis(config_, freqs_, steps_, q, k, axes, positions);
   }
   template <class T>
   void apply_inverse(tensor_view<T> x, const position_axes& axes, axis_positions positions) const {
-    apply_multi_axis_inverse(config_, freqs_, x, axes, positions);
+    apply_multi_axis_inverse(config_, freqs_, steps_, x, axes, positions);
   }
 
   // Per-token deltas (`tokens` entries).
@@ -182,13 +184,15 @@ class rotary_embedding {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
     alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
+    detail::block_seed seed;
     const bool reuse = positions == nullptr && half <= chunk_pairs;
     for (std::int64_t t = 0; t < views[0].tokens; ++t) {
       const std::int64_t p = positions ? positions[t] : constant_position;
       for (int first = 0; first < half; first += chunk_pairs) {
         const int last = std::min(half, first + chunk_pairs);
         if (!(reuse && t > 0))
-          kernel.cos_sin(p, freqs_.inv_freq.data() + first, last - first, magnitude, sign, cos, sin);
+          detail::block_cos_sin(kernel, seed, steps_, freqs_.inv_freq.data(), first, last - first, p, magnitude, sign,
+                                cos, sin);
         rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout);
       }
     }
@@ -206,6 +210,7 @@ class rotary_embedding {
 
   rope_config config_;
   frequencies freqs_;
+  angle_steps steps_;  // block_angles.hpp: cos/sin of k * inv_freq, k < 16
 };
 
 // One-shot convenience with the semantics of rotary_embedding(config, policy, seq_len).apply(...).

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "ropex/angles.hpp"
+#include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
@@ -182,8 +183,12 @@ struct axes_chunk {
   int first = 0, last = 0;
   int begin[max_position_axes + 1] = {};
   int pair[axes_chunk_pairs];
+  int frequency[axes_chunk_pairs];  // frequency index of slot k
   double inv[axes_chunk_pairs];
   bool in_order = true;
+  // Axis a's frequencies are frequency[begin[a]] + 0, 1, 2, ... (sections, vision_2d): its step
+  // rows are a slice of the plan's table; otherwise (interleaved) they are gathered per token.
+  bool consecutive[max_position_axes] = {};
 };
 
 inline void plan_axes_chunk(const rope_config& c, const frequencies& f, const position_axes& a, int first, int last,
@@ -202,24 +207,43 @@ inline void plan_axes_chunk(const rope_config& c, const frequencies& f, const po
     const pair_source src = source_of_pair(c, a, i);
     const int slot = next[src.axis]++;
     plan.pair[slot] = i;
+    plan.frequency[slot] = src.frequency;
     plan.inv[slot] = f.inv_freq[static_cast<std::size_t>(src.frequency)];
     plan.in_order = plan.in_order && slot == i - first;
+  }
+  for (int k = 0; k < axes; ++k) {
+    plan.consecutive[k] = true;
+    for (int slot = plan.begin[k]; slot < plan.begin[k + 1]; ++slot)
+      plan.consecutive[k] = plan.consecutive[k] && plan.frequency[slot] == plan.frequency[plan.begin[k]] + slot - plan.begin[k];
   }
 }
 
 // cos/sin of one token for the pairs of `plan`, indexed from plan.first. token_positions[a] is
-// the token's index on axis a. Each value is the kernel's cos_sin of (position, inv_freq) -- an
-// elementwise function -- so grouping by axis changes no bit.
-inline void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token_positions,
-                            std::int64_t axis_stride, double magnitude, double sign,
-                            void (*cos_sin_fn)(std::int64_t, const double*, int, double, double, float*, float*),
-                            float* cos, float* sin) {
+// the token's index on axis a. Each value is block_angles.hpp's function of (position, frequency)
+// -- elementwise, seeded per axis -- so grouping by axis changes no bit. seeds[a] serves axis a.
+template <class T>
+void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token_positions,
+                     std::int64_t axis_stride, double magnitude, double sign, const kernels::kernel_set<T>& kernel,
+                     const angle_steps& steps, block_seed* seeds, float* cos, float* sin) {
   alignas(64) float grouped_cos[axes_chunk_pairs], grouped_sin[axes_chunk_pairs];
+  alignas(64) double step_cos[axes_chunk_pairs], step_sin[axes_chunk_pairs];
   float* out_cos = plan.in_order ? cos : grouped_cos;
   float* out_sin = plan.in_order ? sin : grouped_sin;
-  for (int k = 0; k < axes; ++k) {
-    const int b = plan.begin[k], n = plan.begin[k + 1] - b;
-    if (n > 0) cos_sin_fn(token_positions[k * axis_stride], plan.inv + b, n, magnitude, sign, out_cos + b, out_sin + b);
+  for (int a = 0; a < axes; ++a) {
+    const int b = plan.begin[a], n = plan.begin[a + 1] - b;
+    if (n == 0) continue;
+    const int k = seeds[a].reach(kernel.cos_sin_seed, token_positions[a * axis_stride], plan.inv + b, n, magnitude, sign);
+    const double* row_cos = steps.cos_row(k) + plan.frequency[b];
+    const double* row_sin = steps.sin_row(k) + plan.frequency[b];
+    if (!plan.consecutive[a]) {
+      for (int slot = 0; slot < n; ++slot) {
+        step_cos[slot] = steps.cos_row(k)[plan.frequency[b + slot]];
+        step_sin[slot] = steps.sin_row(k)[plan.frequency[b + slot]];
+      }
+      row_cos = step_cos;
+      row_sin = step_sin;
+    }
+    kernel.cos_sin_combine(seeds[a].cos, seeds[a].sin, row_cos, row_sin, n, sign, out_cos + b, out_sin + b);
   }
   if (!plan.in_order)
     for (int slot = 0; slot < plan.last - plan.first; ++slot) {
@@ -231,19 +255,20 @@ inline void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t
 // The rotation itself: validated inputs only; neither allocates nor throws. The kernel family is
 // fetched once; per token the cos/sin of every axis are formed once and shared by all heads.
 template <class T>
-void rotate_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T>* views, int n_views,
-                       const position_axes& a, axis_positions positions, double magnitude, double sign) {
+void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T>* views,
+                       int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign) {
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
   const std::int64_t tokens = views[0].tokens;
   const int total = rotated_pairs(c, a), axes = axis_count(a);
   const std::int64_t stride = axis_stride_of(positions, tokens);
   axes_chunk plan;
+  block_seed seeds[max_position_axes];
   alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
   for (int first = 0; first < total; first += axes_chunk_pairs) {
     const int last = std::min(total, first + axes_chunk_pairs);
     plan_axes_chunk(c, f, a, first, last, plan);
     for (std::int64_t t = 0; t < tokens; ++t) {
-      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel.cos_sin, cos, sin);
+      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel, steps, seeds, cos, sin);
       for (int v = 0; v < n_views; ++v)
         kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
                             first, last, total, c.layout);
@@ -281,30 +306,50 @@ inline void check_multi_axis_call(const rope_config& c, const frequencies& f, co
     }
 }
 
+inline void check_steps(const frequencies& f, const angle_steps& steps) {
+  require(steps.pairs() == static_cast<int>(f.inv_freq.size()), "steps",
+          "has " + std::to_string(steps.pairs()) + " pairs, not the " + std::to_string(f.inv_freq.size()) +
+              " frequencies of freqs (build it as angle_steps(freqs.inv_freq))");
+}
+
 }  // namespace detail
 
 // ---- free functions behind rotary_embedding's multi-axis overloads ------------------------------
-// Pass rope.config() and rope.freqs(). Inputs are checked before anything is written.
+// Pass rope.config() and rope.freqs(). Inputs are checked before anything is written. The forms
+// without `steps` build the step table of block_angles.hpp per call (an allocation, 16 exact
+// sincos per pair); rotary_embedding passes its plan's (steps = angle_steps(f.inv_freq)).
 
 // x <- m R(positions) x per the option; x is [tokens][heads][head_dim] (any tensor_view lattice).
 template <class T>
-void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
-                      axis_positions positions) {
+void apply_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
+                      const position_axes& a, axis_positions positions) {
   detail::check_multi_axis_view(x, c, "x");
   detail::check_multi_axis_call(c, f, a, positions, x.tokens);
-  detail::rotate_multi_axis(c, f, &x, 1, a, positions, f.attention_factor, +1);
+  detail::check_steps(f, steps);
+  detail::rotate_multi_axis(c, f, steps, &x, 1, a, positions, f.attention_factor, +1);
+}
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
+                      axis_positions positions) {
+  apply_multi_axis(c, f, angle_steps(f.inv_freq), x, a, positions);
 }
 
 // q and k of the same tokens in one pass (GQA: their head counts may differ).
 template <class T>
-void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> q, tensor_view<T> k,
-                      const position_axes& a, axis_positions positions) {
+void apply_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> q,
+                      tensor_view<T> k, const position_axes& a, axis_positions positions) {
   detail::check_multi_axis_view(q, c, "q");
   detail::check_multi_axis_view(k, c, "k");
   detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
   detail::check_multi_axis_call(c, f, a, positions, q.tokens);
+  detail::check_steps(f, steps);
   tensor_view<T> views[2] = {q, k};
-  detail::rotate_multi_axis(c, f, views, 2, a, positions, f.attention_factor, +1);
+  detail::rotate_multi_axis(c, f, steps, views, 2, a, positions, f.attention_factor, +1);
+}
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> q, tensor_view<T> k,
+                      const position_axes& a, axis_positions positions) {
+  apply_multi_axis(c, f, angle_steps(f.inv_freq), q, k, a, positions);
 }
 
 // Contiguous [tokens][heads][head_dim].
@@ -316,11 +361,17 @@ void apply_multi_axis(const rope_config& c, const frequencies& f, T* x, std::int
 
 // x <- R(-positions) x / m: undoes apply_multi_axis up to rounding.
 template <class T>
-void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
-                              axis_positions positions) {
+void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
+                              const position_axes& a, axis_positions positions) {
   detail::check_multi_axis_view(x, c, "x");
   detail::check_multi_axis_call(c, f, a, positions, x.tokens);
-  detail::rotate_multi_axis(c, f, &x, 1, a, positions, 1 / f.attention_factor, -1);
+  detail::check_steps(f, steps);
+  detail::rotate_multi_axis(c, f, steps, &x, 1, a, positions, 1 / f.attention_factor, -1);
+}
+template <class T>
+void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
+                              axis_positions positions) {
+  apply_multi_axis_inverse(c, f, angle_steps(f.inv_freq), x, a, positions);
 }
 
 // The cos/sin one token rotates by: rotated_pairs(c, a) values each, attention factor included,
@@ -331,11 +382,13 @@ inline void multi_axis_cos_sin(const rope_config& c, const frequencies& f, const
   detail::require(cos != nullptr && sin != nullptr, "cos", "and sin must not be null");
   const kernels::kernel_set<float>& kernel = kernels::active_kernels<float>();
   const int total = rotated_pairs(c, a);
+  const angle_steps steps(f.inv_freq);
   detail::axes_chunk plan;
+  detail::block_seed seeds[max_position_axes];
   for (int first = 0; first < total; first += detail::axes_chunk_pairs) {
     const int last = std::min(total, first + detail::axes_chunk_pairs);
     detail::plan_axes_chunk(c, f, a, first, last, plan);
-    detail::fill_axes_chunk(plan, axis_count(a), token_positions, 1, f.attention_factor, 1.0, kernel.cos_sin,
+    detail::fill_axes_chunk(plan, axis_count(a), token_positions, 1, f.attention_factor, 1.0, kernel, steps, seeds,
                             cos + first, sin + first);
   }
 }

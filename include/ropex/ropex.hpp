@@ -12,6 +12,7 @@
 #include "ropex/view.hpp"
 #include "ropex/table.hpp"
 #include "ropex/kernels/dispatch.hpp"
+#include "ropex/block_angles.hpp"
 #include "ropex/axes.hpp"
 #include "ropex/apply.hpp"
 #include "ropex/threads.hpp"

@@ -141,67 +141,37 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   }
 }
 
-// ---- cos/sin from the exact angle (angles.hpp + sincos.hpp, 4 lanes) ----------------------------
-inline void cos_sin4(__m256d p, __m256d inv_freq, __m256d magnitude, __m256d signed_magnitude, __m128& cos_out,
-                     __m128& sin_out) {
-  constexpr int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  // reduced_angle(): p * inv_freq = hi + lo exactly, minus k * 2pi in three parts. Do not simplify.
-  const __m256d hi = _mm256_mul_pd(p, inv_freq);
-  const __m256d lo = _mm256_fmsub_pd(p, inv_freq, hi);
-  const __m256d k = _mm256_round_pd(_mm256_mul_pd(hi, _mm256_set1_pd(detail::inv_two_pi)), nearest);
-  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_1), hi);
-  r = _mm256_add_pd(r, lo);
-  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_2), r);
-  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(detail::two_pi_3), r);
-  // sincos.hpp steps 1-3.
-  const __m256d q = _mm256_round_pd(_mm256_mul_pd(r, _mm256_set1_pd(sincos::two_over_pi)), nearest);
-  __m256d y = _mm256_fnmadd_pd(q, _mm256_set1_pd(sincos::pi_over_2_hi), r);
-  y = _mm256_fnmadd_pd(q, _mm256_set1_pd(sincos::pi_over_2_lo), y);
-  const __m256d z = _mm256_mul_pd(y, y);
-  __m256d ps = _mm256_fmadd_pd(z, _mm256_set1_pd(sincos::s6), _mm256_set1_pd(sincos::s5));
-  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s4));
-  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s3));
-  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s2));
-  ps = _mm256_fmadd_pd(z, ps, _mm256_set1_pd(sincos::s1));
-  const __m256d s = _mm256_fmadd_pd(_mm256_mul_pd(y, z), ps, y);
-  __m256d pc = _mm256_fmadd_pd(z, _mm256_set1_pd(sincos::c6), _mm256_set1_pd(sincos::c5));
-  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c4));
-  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c3));
-  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c2));
-  pc = _mm256_fmadd_pd(z, pc, _mm256_set1_pd(sincos::c1));
-  const __m256d c =
-      _mm256_fmadd_pd(_mm256_mul_pd(z, z), pc, _mm256_fnmadd_pd(_mm256_set1_pd(0.5), z, _mm256_set1_pd(1.0)));
-  const __m256i n = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(sincos::round_magic)));  // q mod 2^51
-  const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
-  const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(n, one), one));
-  const __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(n, two), 62);
-  const __m256i cos_sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(n, one), two), 62);
-  const __m256d cos_r = _mm256_xor_pd(_mm256_blendv_pd(c, s, odd), _mm256_castsi256_pd(cos_sign));
-  const __m256d sin_r = _mm256_xor_pd(_mm256_blendv_pd(s, c, odd), _mm256_castsi256_pd(sin_sign));
-  cos_out = _mm256_cvtpd_ps(_mm256_mul_pd(magnitude, cos_r));
-  sin_out = _mm256_cvtpd_ps(_mm256_mul_pd(signed_magnitude, sin_r));
-}
-
-// Same contract as scalar::cos_sin (sincos.hpp states the error).
-inline void cos_sin(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
-                    float* cos_out, float* sin_out) {
-  const __m256d p = _mm256_set1_pd(static_cast<double>(position));
-  const __m256d m = _mm256_set1_pd(magnitude), sm = _mm256_set1_pd(sign * magnitude);
-  __m128 c, s;
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    cos_sin4(p, _mm256_loadu_pd(inv_freq + i), m, sm, c, s);
-    _mm_storeu_ps(cos_out + i, c);
-    _mm_storeu_ps(sin_out + i, s);
+// ---- cos/sin from the exact angle: exact_cos_sin.inl on 4 doubles ---------------------------
+struct f64 {
+  using vec = __m256d;
+  static constexpr int lanes = 4;
+  static __m256i first(int n) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)); }
+  static vec set1(double v) { return _mm256_set1_pd(v); }
+  static vec add(vec a, vec b) { return _mm256_add_pd(a, b); }
+  static vec mul(vec a, vec b) { return _mm256_mul_pd(a, b); }
+  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_pd(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm256_fmsub_pd(a, b, c); }
+  static vec fnma(vec a, vec b, vec c) { return _mm256_fnmadd_pd(a, b, c); }
+  static vec round(vec a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const __m256i n = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(sincos::round_magic)));  // q mod 2^51
+    const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
+    const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(n, one), one));
+    const __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(n, two), 62);
+    const __m256i cos_sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(n, one), two), 62);
+    cos_r = _mm256_xor_pd(_mm256_blendv_pd(c, s, odd), _mm256_castsi256_pd(cos_sign));
+    sin_r = _mm256_xor_pd(_mm256_blendv_pd(s, c, odd), _mm256_castsi256_pd(sin_sign));
   }
-  if (i < n) {
-    const __m256i lanes64 = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - i), _mm256_setr_epi64x(0, 1, 2, 3));
-    const __m128i lanes32 = _mm256_castsi256_si128(first_lanes(n - i));
-    cos_sin4(p, _mm256_maskload_pd(inv_freq + i, lanes64), m, sm, c, s);
-    _mm_maskstore_ps(cos_out + i, lanes32, c);
-    _mm_maskstore_ps(sin_out + i, lanes32, s);
+  static vec load(const double* p) { return _mm256_loadu_pd(p); }
+  static vec load(const double* p, int n) { return _mm256_maskload_pd(p, first(n)); }
+  static void store(double* p, vec v) { _mm256_storeu_pd(p, v); }
+  static void store(double* p, vec v, int n) { _mm256_maskstore_pd(p, first(n), v); }
+  static void store_floats(float* p, vec v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+  static void store_floats(float* p, vec v, int n) {
+    _mm_maskstore_ps(p, _mm256_castsi256_si128(first_lanes(n)), _mm256_cvtpd_ps(v));
   }
-}
+};
+#include "ropex/kernels/exact_cos_sin.inl"
 
 // ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ----------
 template <class T>

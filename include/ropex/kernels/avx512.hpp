@@ -114,7 +114,7 @@ inline void rotate_interleaved(T* x, const float* cos, const float* sin, int n) 
 }
 
 // ---- coefficient loads ----------------------------------------------------------------------
-// cos/sin of the on-the-fly path were just written by cos_sin in 256-bit stores; a 512-bit load
+// cos/sin of the on-the-fly path were just written by cos_sin_combine in 256-bit stores; a 512-bit load
 // spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind
 // every store to x still in the store buffer (a stall per token in memory-bound shapes). So
 // coefficients are read in 256-bit pieces. n floats from p, 1 <= n <= 16, zero beyond.
@@ -367,66 +367,36 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   }
 }
 
-// ---- cos/sin from the exact angle (angles.hpp + sincos.hpp, 8 lanes) ----------------------------
-inline void cos_sin8(__m512d p, __m512d inv_freq, __m512d magnitude, __m512d signed_magnitude, __m256& cos_out,
-                     __m256& sin_out) {
-  constexpr int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  // reduced_angle(): p * inv_freq = hi + lo exactly, minus k * 2pi in three parts. Do not simplify.
-  const __m512d hi = _mm512_mul_pd(p, inv_freq);
-  const __m512d lo = _mm512_fmsub_pd(p, inv_freq, hi);
-  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(hi, _mm512_set1_pd(detail::inv_two_pi)), nearest);
-  __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(detail::two_pi_1), hi);
-  r = _mm512_add_pd(r, lo);
-  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(detail::two_pi_2), r);
-  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(detail::two_pi_3), r);
-  // sincos.hpp steps 1-3.
-  const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(r, _mm512_set1_pd(sincos::two_over_pi)), nearest);
-  __m512d y = _mm512_fnmadd_pd(q, _mm512_set1_pd(sincos::pi_over_2_hi), r);
-  y = _mm512_fnmadd_pd(q, _mm512_set1_pd(sincos::pi_over_2_lo), y);
-  const __m512d z = _mm512_mul_pd(y, y);
-  __m512d ps = _mm512_fmadd_pd(z, _mm512_set1_pd(sincos::s6), _mm512_set1_pd(sincos::s5));
-  ps = _mm512_fmadd_pd(z, ps, _mm512_set1_pd(sincos::s4));
-  ps = _mm512_fmadd_pd(z, ps, _mm512_set1_pd(sincos::s3));
-  ps = _mm512_fmadd_pd(z, ps, _mm512_set1_pd(sincos::s2));
-  ps = _mm512_fmadd_pd(z, ps, _mm512_set1_pd(sincos::s1));
-  const __m512d s = _mm512_fmadd_pd(_mm512_mul_pd(y, z), ps, y);
-  __m512d pc = _mm512_fmadd_pd(z, _mm512_set1_pd(sincos::c6), _mm512_set1_pd(sincos::c5));
-  pc = _mm512_fmadd_pd(z, pc, _mm512_set1_pd(sincos::c4));
-  pc = _mm512_fmadd_pd(z, pc, _mm512_set1_pd(sincos::c3));
-  pc = _mm512_fmadd_pd(z, pc, _mm512_set1_pd(sincos::c2));
-  pc = _mm512_fmadd_pd(z, pc, _mm512_set1_pd(sincos::c1));
-  const __m512d c =
-      _mm512_fmadd_pd(_mm512_mul_pd(z, z), pc, _mm512_fnmadd_pd(_mm512_set1_pd(0.5), z, _mm512_set1_pd(1.0)));
-  const __m512i n = _mm512_castpd_si512(_mm512_add_pd(q, _mm512_set1_pd(sincos::round_magic)));  // q mod 2^51
-  const __mmask8 odd = _mm512_test_epi64_mask(n, _mm512_set1_epi64(1));
-  const __m512i two = _mm512_set1_epi64(2);
-  const __m512i sin_sign = _mm512_slli_epi64(_mm512_and_si512(n, two), 62);
-  const __m512i cos_sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_add_epi64(n, _mm512_set1_epi64(1)), two), 62);
-  const __m512d cos_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, c, s)), cos_sign));
-  const __m512d sin_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, s, c)), sin_sign));
-  cos_out = _mm512_cvtpd_ps(_mm512_mul_pd(magnitude, cos_r));
-  sin_out = _mm512_cvtpd_ps(_mm512_mul_pd(signed_magnitude, sin_r));
-}
-
-// Same contract as scalar::cos_sin (sincos.hpp states the error).
-inline void cos_sin(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
-                    float* cos_out, float* sin_out) {
-  const __m512d p = _mm512_set1_pd(static_cast<double>(position));
-  const __m512d m = _mm512_set1_pd(magnitude), sm = _mm512_set1_pd(sign * magnitude);
-  __m256 c, s;
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    cos_sin8(p, _mm512_loadu_pd(inv_freq + i), m, sm, c, s);
-    _mm256_storeu_ps(cos_out + i, c);
-    _mm256_storeu_ps(sin_out + i, s);
+// ---- cos/sin from the exact angle: exact_cos_sin.inl on 8 doubles ---------------------------
+struct f64 {
+  using vec = __m512d;
+  static constexpr int lanes = 8;
+  static __mmask8 first(int n) { return static_cast<__mmask8>((1u << n) - 1u); }
+  static vec set1(double v) { return _mm512_set1_pd(v); }
+  static vec add(vec a, vec b) { return _mm512_add_pd(a, b); }
+  static vec mul(vec a, vec b) { return _mm512_mul_pd(a, b); }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_pd(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm512_fmsub_pd(a, b, c); }
+  static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_pd(a, b, c); }
+  static vec round(vec a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const __m512i n = _mm512_castpd_si512(_mm512_add_pd(q, _mm512_set1_pd(sincos::round_magic)));  // q mod 2^51
+    const __mmask8 odd = _mm512_test_epi64_mask(n, _mm512_set1_epi64(1));
+    const __m512i two = _mm512_set1_epi64(2);
+    const __m512i sin_sign = _mm512_slli_epi64(_mm512_and_si512(n, two), 62);
+    const __m512i cos_sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_add_epi64(n, _mm512_set1_epi64(1)), two), 62);
+    cos_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, c, s)), cos_sign));
+    sin_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, s, c)), sin_sign));
   }
-  if (i < n) {
-    const __mmask8 mask = static_cast<__mmask8>((1u << (n - i)) - 1u);
-    cos_sin8(p, _mm512_maskz_loadu_pd(mask, inv_freq + i), m, sm, c, s);
-    _mm256_mask_storeu_ps(cos_out + i, mask, c);
-    _mm256_mask_storeu_ps(sin_out + i, mask, s);
-  }
-}
+  static vec load(const double* p) { return _mm512_loadu_pd(p); }
+  static vec load(const double* p, int n) { return _mm512_maskz_loadu_pd(first(n), p); }
+  static void store(double* p, vec v) { _mm512_storeu_pd(p, v); }
+  static void store(double* p, vec v, int n) { _mm512_mask_storeu_pd(p, first(n), v); }
+  // 256-bit float stores: rotate_token reads them back in 256-bit pieces (load_coefficients).
+  static void store_floats(float* p, vec v) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
+  static void store_floats(float* p, vec v, int n) { _mm256_mask_storeu_ps(p, first(n), _mm512_cvtpd_ps(v)); }
+};
+#include "ropex/kernels/exact_cos_sin.inl"
 
 // ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ----------
 template <class T>

@@ -142,7 +142,8 @@ template <class T>
 struct kernel_set {
   isa family;
   void (*rotate_token)(T*, std::int64_t, std::int64_t, const float*, const float*, int, int, int, layout);
-  void (*cos_sin)(std::int64_t, const double*, int, double, double, float*, float*);
+  void (*cos_sin_seed)(std::int64_t, const double*, int, double, double, double*, double*);
+  void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
   void (*from_float)(const float*, T*, std::size_t);
 };
@@ -150,17 +151,17 @@ struct kernel_set {
 // The entry points of family i (i must be available).
 template <class T>
 const kernel_set<T>& kernels_for(isa i) {
-  static const kernel_set<T> scalar_set{isa::scalar, &scalar::rotate_token<T>, &scalar::cos_sin,
+  static const kernel_set<T> scalar_set{isa::scalar, &scalar::rotate_token<T>, &scalar::cos_sin_seed, &scalar::cos_sin_combine,
                                         &scalar::to_float<T>, &scalar::from_float<T>};
 #if ROPEX_KERNELS_X86
-  static const kernel_set<T> avx2_set{isa::avx2, &avx2::rotate_token<T>, &avx2::cos_sin, &avx2::to_float<T>,
+  static const kernel_set<T> avx2_set{isa::avx2, &avx2::rotate_token<T>, &avx2::cos_sin_seed, &avx2::cos_sin_combine, &avx2::to_float<T>,
                                       &avx2::from_float<T>};
-  static const kernel_set<T> avx512_set{isa::avx512, &avx512::rotate_token<T>, &avx512::cos_sin,
+  static const kernel_set<T> avx512_set{isa::avx512, &avx512::rotate_token<T>, &avx512::cos_sin_seed, &avx512::cos_sin_combine,
                                         &avx512::to_float<T>, &avx512::from_float<T>};
   if (i == isa::avx512) return avx512_set;
   if (i == isa::avx2) return avx2_set;
 #elif ROPEX_KERNELS_NEON
-  static const kernel_set<T> neon_set{isa::neon, &neon::rotate_token<T>, &neon::cos_sin, &neon::to_float<T>,
+  static const kernel_set<T> neon_set{isa::neon, &neon::rotate_token<T>, &neon::cos_sin_seed, &neon::cos_sin_combine, &neon::to_float<T>,
                                       &neon::from_float<T>};
   if (i == isa::neon) return neon_set;
 #endif

@@ -134,63 +134,34 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   }
 }
 
-// ---- cos/sin from the exact angle (angles.hpp + sincos.hpp, 2 lanes) ----------------------------
-inline void cos_sin2(float64x2_t p, float64x2_t inv_freq, float64x2_t magnitude, float64x2_t signed_magnitude,
-                     float32x2_t& cos_out, float32x2_t& sin_out) {
-  // reduced_angle(): p * inv_freq = hi + lo exactly, minus k * 2pi in three parts. Do not simplify.
-  const float64x2_t hi = vmulq_f64(p, inv_freq);
-  const float64x2_t lo = vfmaq_f64(vnegq_f64(hi), p, inv_freq);
-  const float64x2_t k = vrndnq_f64(vmulq_f64(hi, vdupq_n_f64(detail::inv_two_pi)));
-  float64x2_t r = vfmsq_f64(hi, k, vdupq_n_f64(detail::two_pi_1));
-  r = vaddq_f64(r, lo);
-  r = vfmsq_f64(r, k, vdupq_n_f64(detail::two_pi_2));
-  r = vfmsq_f64(r, k, vdupq_n_f64(detail::two_pi_3));
-  // sincos.hpp steps 1-3.
-  const float64x2_t q = vrndnq_f64(vmulq_f64(r, vdupq_n_f64(sincos::two_over_pi)));
-  float64x2_t y = vfmsq_f64(r, q, vdupq_n_f64(sincos::pi_over_2_hi));
-  y = vfmsq_f64(y, q, vdupq_n_f64(sincos::pi_over_2_lo));
-  const float64x2_t z = vmulq_f64(y, y);
-  float64x2_t ps = vfmaq_f64(vdupq_n_f64(sincos::s5), z, vdupq_n_f64(sincos::s6));
-  ps = vfmaq_f64(vdupq_n_f64(sincos::s4), z, ps);
-  ps = vfmaq_f64(vdupq_n_f64(sincos::s3), z, ps);
-  ps = vfmaq_f64(vdupq_n_f64(sincos::s2), z, ps);
-  ps = vfmaq_f64(vdupq_n_f64(sincos::s1), z, ps);
-  const float64x2_t s = vfmaq_f64(y, vmulq_f64(y, z), ps);
-  float64x2_t pc = vfmaq_f64(vdupq_n_f64(sincos::c5), z, vdupq_n_f64(sincos::c6));
-  pc = vfmaq_f64(vdupq_n_f64(sincos::c4), z, pc);
-  pc = vfmaq_f64(vdupq_n_f64(sincos::c3), z, pc);
-  pc = vfmaq_f64(vdupq_n_f64(sincos::c2), z, pc);
-  pc = vfmaq_f64(vdupq_n_f64(sincos::c1), z, pc);
-  const float64x2_t c = vfmaq_f64(vfmsq_f64(vdupq_n_f64(1.0), vdupq_n_f64(0.5), z), vmulq_f64(z, z), pc);
-  const uint64x2_t n = vreinterpretq_u64_s64(vcvtq_s64_f64(q));  // q is an integer: exact
-  const uint64x2_t one = vdupq_n_u64(1), two = vdupq_n_u64(2);
-  const uint64x2_t odd = vtstq_u64(n, one);
-  const uint64x2_t sin_sign = vshlq_n_u64(vandq_u64(n, two), 62);
-  const uint64x2_t cos_sign = vshlq_n_u64(vandq_u64(vaddq_u64(n, one), two), 62);
-  const float64x2_t cos_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, s, c)), cos_sign));
-  const float64x2_t sin_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, c, s)), sin_sign));
-  cos_out = vcvt_f32_f64(vmulq_f64(magnitude, cos_r));
-  sin_out = vcvt_f32_f64(vmulq_f64(signed_magnitude, sin_r));
-}
-
-// Same contract as scalar::cos_sin (sincos.hpp states the error).
-inline void cos_sin(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
-                    float* cos_out, float* sin_out) {
-  const float64x2_t p = vdupq_n_f64(static_cast<double>(position));
-  const float64x2_t m = vdupq_n_f64(magnitude), sm = vdupq_n_f64(sign * magnitude);
-  float32x2_t c, s;
-  int i = 0;
-  for (; i + 2 <= n; i += 2) {
-    cos_sin2(p, vld1q_f64(inv_freq + i), m, sm, c, s);
-    vst1_f32(cos_out + i, c);
-    vst1_f32(sin_out + i, s);
+// ---- cos/sin from the exact angle: exact_cos_sin.inl on 2 doubles ---------------------------
+struct f64 {
+  using vec = float64x2_t;
+  static constexpr int lanes = 2;
+  static vec set1(double v) { return vdupq_n_f64(v); }
+  static vec add(vec a, vec b) { return vaddq_f64(a, b); }
+  static vec mul(vec a, vec b) { return vmulq_f64(a, b); }
+  static vec fma(vec a, vec b, vec c) { return vfmaq_f64(c, a, b); }
+  static vec fms(vec a, vec b, vec c) { return vfmaq_f64(vnegq_f64(c), a, b); }
+  static vec fnma(vec a, vec b, vec c) { return vfmsq_f64(c, a, b); }
+  static vec round(vec a) { return vrndnq_f64(a); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const uint64x2_t n = vreinterpretq_u64_s64(vcvtq_s64_f64(q));  // q is an integer: exact
+    const uint64x2_t one = vdupq_n_u64(1), two = vdupq_n_u64(2);
+    const uint64x2_t odd = vtstq_u64(n, one);
+    const uint64x2_t sin_sign = vshlq_n_u64(vandq_u64(n, two), 62);
+    const uint64x2_t cos_sign = vshlq_n_u64(vandq_u64(vaddq_u64(n, one), two), 62);
+    cos_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, s, c)), cos_sign));
+    sin_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, c, s)), sin_sign));
   }
-  if (i < n) {  // one pair left
-    cos_sin2(p, vdupq_n_f64(inv_freq[i]), m, sm, c, s);
-    vst1_lane_f32(cos_out + i, c, 0);
-    vst1_lane_f32(sin_out + i, s, 0);
-  }
-}
+  static vec load(const double* p) { return vld1q_f64(p); }
+  static vec load(const double* p, int) { return vsetq_lane_f64(p[0], vdupq_n_f64(0.0), 0); }  // n == 1
+  static void store(double* p, vec v) { vst1q_f64(p, v); }
+  static void store(double* p, vec v, int) { vst1q_lane_f64(p, v, 0); }
+  static void store_floats(float* p, vec v) { vst1_f32(p, vcvt_f32_f64(v)); }
+  static void store_floats(float* p, vec v, int) { vst1_lane_f32(p, vcvt_f32_f64(v), 0); }
+};
+#include "ropex/kernels/exact_cos_sin.inl"
 
 // ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ----------
 template <class T>

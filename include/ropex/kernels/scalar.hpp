@@ -2,6 +2,7 @@
 // functions with the same contracts and is tested against this one.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,11 +34,28 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   }
 }
 
-// cos/sin of sign * position * inv_freq[i], times magnitude, rounded once to float (angles.hpp:
-// exact reduction, then the C library's double cos/sin).
-inline void cos_sin(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
-                    float* cos_out, float* sin_out) {
-  ropex::cos_sin(position, inv_freq, n, magnitude, sign, cos_out, sin_out);
+// The two halves of block_angles.hpp's exact cos/sin.
+// Seed: cos/sin of sign * position * inv_freq[i] in double, times magnitude (angles.hpp: exact
+// reduction, then the C library's double cos/sin), for i in [0, n).
+inline void cos_sin_seed(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
+                         double* cos_out, double* sin_out) {
+  const double signed_magnitude = sign * magnitude;
+  for (int i = 0; i < n; ++i) {
+    const double theta = reduced_angle(position, inv_freq[i]);
+    cos_out[i] = magnitude * std::cos(theta);
+    sin_out[i] = signed_magnitude * std::sin(theta);
+  }
+}
+// Combine: the seed rotated by the step angle (sign * k * inv_freq[i]) by angle addition,
+//   cos = fl(seed_cos step_cos - seed_sin (sign step_sin)),  sin = fl(seed_sin step_cos + seed_cos (sign step_sin)),
+// each an fma of the other product, rounded once to float.
+inline void cos_sin_combine(const double* seed_cos, const double* seed_sin, const double* step_cos,
+                            const double* step_sin, int n, double sign, float* cos_out, float* sin_out) {
+  for (int i = 0; i < n; ++i) {
+    const double sk = sign * step_sin[i];
+    cos_out[i] = static_cast<float>(std::fma(seed_cos[i], step_cos[i], -(seed_sin[i] * sk)));
+    sin_out[i] = static_cast<float>(std::fma(seed_sin[i], step_cos[i], seed_cos[i] * sk));
+  }
 }
 
 // Storage conversions of n values (round to nearest even, NaN stays NaN; types.hpp).

@@ -1,6 +1,6 @@
-// Private: the double-precision cos/sin polynomial shared by every SIMD kernel's cos_sin (each
-// kernel evaluates exactly these steps, lane-wise), and a scalar copy of it that tests hold to
-// the error bound below.
+// Private: the double-precision cos/sin polynomial of every SIMD kernel's cos_sin_seed (written
+// once, kernels/exact_cos_sin.inl, evaluated lane-wise), and a scalar copy of it that tests hold
+// to the error bound below.
 //
 // Input: the reduced angle r of angles.hpp, |r| <= pi + 2^-40. Steps:
 //   1. quadrant q = nearest(r * 2/pi) in {-2..2}; y = r - q pi/2 with pi/2 in two parts
@@ -9,10 +9,8 @@
 //      fdlibm's __kernel_sin / __kernel_cos (approximation error < 2^-58 on |y| <= pi/4).
 //   3. (cos, sin) of r from (cos y, sin y) by the quadrant: swap for odd q, signs by q mod 4.
 // Error: |result - exact| <= 2^-52 absolute for cos and sin (rounding of the Horner steps and of
-// 1 - z/2; tests/test_simd.cpp measures it against long double over 10^6 angles). Added to the
-// 2^-49 of the reduction this stays far below half a float ulp of any value >= 2^-24, so rounding
-// to float gives the same float as the C library's cos/sin except within ~2^-48 relative of a
-// float rounding boundary (then the two differ by one float ulp).
+// 1 - z/2; tests/test_simd.cpp measures it against long double over 10^6 angles). With the 2^-49
+// of the reduction this is the seed bound of block_angles.hpp.
 #pragma once
 #ifndef ROPEX_INSIDE
 #error "ropex/kernels/sincos.hpp is private; include <ropex/ropex.hpp>"
