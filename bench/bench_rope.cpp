@@ -1,9 +1,19 @@
 // ropex kernels against the memory roofline (issue 3).
 //
 // Every rotation benchmark reports bytes/s counting one read and one write of the rotated tensor
-// (cos/sin tables and positions are not counted). In the same binary, `roofline/<bytes>` is an
-// in-place `x *= a` pass over the same number of bytes (AVX-512 when the CPU has it): the speed
-// of light for an in-place streaming kernel on this machine. bench/run divides the two.
+// (cos/sin tables and positions are not counted), from the kernel's own time only. Paired with it
+// in every iteration (bench/roofline.hpp, run_paired) is an in-place `x *= a` pass over the same
+// number of bytes (AVX-512 when the CPU has it): the speed of light for an in-place streaming
+// kernel at that moment on this machine. The counter `ratio` is the median over iterations of
+// roofline time / kernel time, `roofline_GBps` the median roofline speed; bench/run prints both.
+//   every type           the roofline runs on the kernel's own buffer (16-bit data read as
+//                        floats) with a = 1 (a volatile): the bits stay, and the cache state is
+//                        the same for both (shapes c, d; and this VM's L3 is 260 MiB, shared)
+//   threads2/...         the two-thread roofline, split in halves as parallel_apply splits (one
+//                        thread for decode, where parallel_apply starts no second thread)
+//   shapes under 64 KiB  (d) 64 calls and 64 roofline passes per timed batch; `calls_per_iteration`
+//                        says so, and time / calls_per_iteration is the time of one call
+// `roofline/<bytes>` and `roofline2/<bytes>` are the same passes on their own, for information.
 //
 // Names: rope/<shape>/<type>/<layout>/<policy>/<path>/<isa>
 //   shape  a 4096x32x128, b 512x32x128, c 64x32x128, d 1x32x128 (decode), e 4096x8x64
@@ -13,13 +23,14 @@
 // threads2/...: rope through parallel_apply with 2 std::threads.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <ropex/ropex.hpp>
@@ -42,22 +53,31 @@ const shape shapes[] = {{"a", 4096, 32, 128}, {"b", 512, 32, 128}, {"c", 64, 32,
 using ropex_bench::aligned_buffer;
 using ropex_bench::scale;
 
+// The standalone roofline (informational: the ratios come from the paired passes).
 void roofline(benchmark::State& state, std::size_t bytes, int threads) {
   aligned_buffer<float> x(bytes / sizeof(float));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1.0f;
-  volatile float one = 1.0f;  // a run-time 1: the pass cannot be optimised away, values stay put
-  const float a = one;
+  const float a = ropex_bench::runtime_one();  // the pass cannot be optimised away, values stay put
   for (auto _ : state) {
-    if (threads == 1) {
-      scale(x.data(), x.size(), a);
-    } else {
-      std::thread other([&] { scale(x.data() + x.size() / 2, x.size() - x.size() / 2, a); });
-      scale(x.data(), x.size() / 2, a);
-      other.join();
-    }
+    scale(x.data(), x.size(), a, threads);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * bytes));
+}
+
+// Runs `kernel` paired with the in-place roofline over the tensor's own bytes, read as floats with
+// a = 1 (the bits stay as they were), so both passes see the same cache state. For 16-bit
+// tensors a separate buffer would be wrong: with this VM's large shared L3, two 32 MiB buffers
+// thrash where one stays resident, and both passes slow down by ~2x.
+template <class T, class Kernel>
+void run_against_roofline(benchmark::State& state, aligned_buffer<T>& x, int threads, Kernel kernel) {
+  const std::size_t bytes = x.size() * sizeof(T);
+  const float a = ropex_bench::runtime_one();
+  float* roofline_data = reinterpret_cast<float*>(x.data());  // sizes are multiples of 64 bytes
+  const std::size_t floats = bytes / sizeof(float);
+  ropex_bench::run_paired(state, 2.0 * static_cast<double>(bytes), 2.0 * static_cast<double>(bytes),
+                          ropex_bench::calls_per_timing(bytes), kernel,
+                          [&] { scale(roofline_data, floats, a, threads); });
 }
 
 // ---- ropex ----------------------------------------------------------------------------------------
@@ -92,7 +112,11 @@ void rope_bench(benchmark::State& state, shape s, ropex::layout pairing, bool ya
   const auto view = ropex::contiguous_view(x.data(), s.tokens, s.heads, s.head_dim);
   ropex::kernels::forced_isa guard(family < 0 ? ropex::kernels::selected_isa() : static_cast<isa>(family));
   bool forward = true;
-  for (auto _ : state) {
+  // parallel_apply runs one token range per thread and never more threads than tokens (threads.hpp,
+  // for_token_ranges): decode (1 token) runs on the calling thread alone, so its paired roofline
+  // does too, instead of paying a thread start per 16 KiB pass that the kernel does not pay.
+  const int roofline_threads = static_cast<int>(std::min<std::int64_t>(threads, s.tokens));
+  run_against_roofline(state, x, roofline_threads, [&] {
     if (threads > 1) {
       if (table_path)
         ropex::parallel_apply(rope, view, positions.data(), table, threads);
@@ -106,11 +130,8 @@ void rope_bench(benchmark::State& state, shape s, ropex::layout pairing, bool ya
       rope.apply_inverse(view, positions.data());
     }
     forward = !forward;
-    benchmark::ClobberMemory();
-  }
+  });
   state.SetLabel(ropex::kernel_isa());
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(2 * x.size() * sizeof(T)));
 }
 
 // The textbook loop: float angle, cosf/sinf for every element of every head.
@@ -119,7 +140,7 @@ void naive_bench(benchmark::State& state, shape s, ropex::layout pairing) {
   const int half = s.head_dim / 2;
   std::vector<float> inv(static_cast<std::size_t>(half));
   for (int i = 0; i < half; ++i) inv[static_cast<std::size_t>(i)] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(s.head_dim));
-  for (auto _ : state) {
+  run_against_roofline(state, x, 1, [&] {
     for (std::int64_t t = 0; t < s.tokens; ++t)
       for (std::int64_t h = 0; h < s.heads; ++h) {
         float* row = x.data() + (t * s.heads + h) * s.head_dim;
@@ -133,9 +154,7 @@ void naive_bench(benchmark::State& state, shape s, ropex::layout pairing) {
           b = xb * c + xa * sn;
         }
       }
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * x.size() * 4));
+  });
 }
 
 const char* layout_name(ropex::layout l) { return l == ropex::layout::half ? "half" : "interleaved"; }
@@ -147,7 +166,7 @@ void register_all() {
                             std::size_t{16} << 10}) {
     benchmark::RegisterBenchmark(("roofline/" + std::to_string(bytes)).c_str(), roofline, bytes, 1)->MinTime(min_time);
     if (bytes >= (std::size_t{8} << 20))
-      benchmark::RegisterBenchmark(("roofline2/" + std::to_string(bytes)).c_str(), roofline, bytes, 2)->MinTime(min_time);
+      benchmark::RegisterBenchmark(("roofline2/" + std::to_string(bytes)).c_str(), roofline, bytes, 2)->MinTime(min_time)->UseRealTime();
   }
 
   // Families: dispatch's choice first, then every other available one (forced).
@@ -164,7 +183,7 @@ void register_all() {
             const std::string name = std::string("rope/") + s.name + "/float/" + layout_name(pairing) + "/" +
                                      (yarn ? "yarn" : "plain") + "/" + (table_path ? "table" : "fly") + "/" + family_name;
             benchmark::RegisterBenchmark(name.c_str(), rope_bench<float>, s, pairing, yarn, table_path, family, 1)
-                ->MinTime(min_time);
+                ->MinTime(min_time)->UseManualTime();
           }
   // (f): shape a in fp16 and bf16.
   for (int type = 0; type < 2; ++type)
@@ -177,15 +196,15 @@ void register_all() {
                                      (table_path ? "table" : "fly") + "/" + family_name;
             if (type == 0)
               benchmark::RegisterBenchmark(name.c_str(), rope_bench<ropex::float16>, shapes[0], pairing, yarn,
-                                           table_path, family, 1)->MinTime(min_time);
+                                           table_path, family, 1)->MinTime(min_time)->UseManualTime();
             else
               benchmark::RegisterBenchmark(name.c_str(), rope_bench<ropex::bfloat16>, shapes[0], pairing, yarn,
-                                           table_path, family, 1)->MinTime(min_time);
+                                           table_path, family, 1)->MinTime(min_time)->UseManualTime();
           }
   for (const shape& s : shapes)
     for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
       benchmark::RegisterBenchmark((std::string("naive/") + s.name + "/" + layout_name(pairing)).c_str(), naive_bench, s,
-                                   pairing)->MinTime(min_time);
+                                   pairing)->MinTime(min_time)->UseManualTime();
   // Two threads (dispatch's family), plain policy.
   for (const shape& s : shapes)
     for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
@@ -193,15 +212,15 @@ void register_all() {
         const std::string name = std::string("threads2/") + s.name + "/float/" + layout_name(pairing) + "/plain/" +
                                  (table_path ? "table" : "fly") + "/dispatch";
         benchmark::RegisterBenchmark(name.c_str(), rope_bench<float>, s, pairing, false, table_path, -1, 2)
-            ->MinTime(min_time)->UseRealTime();
+            ->MinTime(min_time)->UseManualTime();
       }
   for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved}) {
     benchmark::RegisterBenchmark((std::string("threads2/a/float16/") + layout_name(pairing) + "/plain/fly/dispatch").c_str(),
                                  rope_bench<ropex::float16>, shapes[0], pairing, false, false, -1, 2)
-        ->MinTime(min_time)->UseRealTime();
+        ->MinTime(min_time)->UseManualTime();
     benchmark::RegisterBenchmark((std::string("threads2/a/bfloat16/") + layout_name(pairing) + "/plain/fly/dispatch").c_str(),
                                  rope_bench<ropex::bfloat16>, shapes[0], pairing, false, false, -1, 2)
-        ->MinTime(min_time)->UseRealTime();
+        ->MinTime(min_time)->UseManualTime();
   }
 }
 

@@ -1,11 +1,24 @@
 // Shared by every benchmark in bench/: the in-place roofline `x *= a` that kernel speeds are
-// divided by, and the 64-byte aligned buffers both are measured on.
+// divided by, the 64-byte aligned buffers both are measured on, and run_paired, which times the
+// two alternately in every iteration.
+//
+// Why paired: this VM's memory bandwidth drifts by ~2x from minute to minute (the 64 MiB roofline
+// measured 25 GB/s in one run and 47 GB/s in another), so a kernel divided by a roofline measured
+// at another time swings by ~30%. Timed back to back in the same iteration, both see the same
+// machine state, and the median of the per-iteration ratios cancels the drift.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -58,6 +71,75 @@ inline void scale(float* x, std::size_t n, float a) {
   if (avx512) return scale_avx512(x, n, a);
 #endif
   for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+// The roofline on `threads` threads (1 or 2), split in two halves as ropex::parallel_apply splits
+// the tokens; the second thread is started per pass, as parallel_apply starts its own.
+inline void scale(float* x, std::size_t n, float a, int threads) {
+  if (threads <= 1) return scale(x, n, a);
+  std::thread other([=] { scale(x + n / 2, n - n / 2, a); });
+  scale(x, n / 2, a);
+  other.join();
+}
+
+// A 1 the compiler cannot see: `x *= runtime_one()` is a real read and write of every float that
+// leaves the values (and so the kernel's next input) bit for bit as they were.
+inline float runtime_one() {
+  static volatile float one = 1.0f;
+  return one;
+}
+
+// Calls per timed batch. Under 64 KiB a call takes well under a microsecond (decode: ~0.2 us) and
+// a steady_clock::now() pair costs ~40 ns, so such shapes time 64 calls (and 64 roofline passes)
+// at a time; larger ones time single calls.
+inline int calls_per_timing(std::size_t bytes) { return bytes < (std::size_t{64} << 10) ? 64 : 1; }
+
+inline double median(std::vector<double>& v) {
+  if (v.empty()) return 0.0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// Paired measurement. Every iteration times `calls` calls of `kernel`, then `calls` passes of
+// `roofline` over the same bytes, with std::chrono::steady_clock. Reported (register the benchmark
+// with ->UseManualTime()):
+//   time, bytes_per_second   the kernel's own time only (kernel_bytes per call)
+//   ratio                    median over iterations of roofline seconds / kernel seconds
+//                            (1.0 = as fast as the in-place streaming pass over the same bytes)
+//   roofline_GBps            median over iterations of roofline_bytes per pass / pass time, 1e9 B/s
+//   calls_per_iteration      divide the per-iteration time by it for the time of one call
+// Nothing is allocated inside the loop: the per-iteration values go into vectors reserved for
+// state.max_iterations (the exact iteration count of this run).
+template <class Kernel, class Roofline>
+void run_paired(benchmark::State& state, double kernel_bytes, double roofline_bytes, int calls, Kernel&& kernel,
+                Roofline&& roofline) {
+  using clock = std::chrono::steady_clock;
+  std::vector<double> ratios, roofline_rates;
+  ratios.reserve(static_cast<std::size_t>(state.max_iterations));
+  roofline_rates.reserve(static_cast<std::size_t>(state.max_iterations));
+  for (auto _ : state) {
+    const clock::time_point t0 = clock::now();
+    for (int k = 0; k < calls; ++k) {
+      kernel();
+      benchmark::ClobberMemory();
+    }
+    const clock::time_point t1 = clock::now();
+    for (int k = 0; k < calls; ++k) {
+      roofline();
+      benchmark::ClobberMemory();
+    }
+    const clock::time_point t2 = clock::now();
+    const double kernel_seconds = std::chrono::duration<double>(t1 - t0).count();
+    const double roofline_seconds = std::chrono::duration<double>(t2 - t1).count();
+    state.SetIterationTime(kernel_seconds);
+    ratios.push_back(roofline_seconds / kernel_seconds);
+    roofline_rates.push_back(roofline_bytes * calls / roofline_seconds);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(kernel_bytes * calls) * static_cast<std::int64_t>(state.iterations()));
+  state.counters["ratio"] = median(ratios);
+  state.counters["roofline_GBps"] = median(roofline_rates) / 1e9;
+  state.counters["calls_per_iteration"] = calls;
 }
 
 }  // namespace ropex_bench

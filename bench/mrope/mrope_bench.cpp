@@ -4,21 +4,25 @@
 // 1e6. Positions [3][4096] as the Qwen2-VL processor lays them out: 96 text tokens, one 64 x 60
 // image (3840 tokens: t fixed, h = row, w = column, offset by the text length), 160 text tokens.
 //
-// Roofline: an in-place `x *= a` over the same buffer, i.e. the same bytes read and written, timed
-// in the same iterations (interleaved with the rotation, so both see the same machine state).
-// Reported: bytes_per_second of the rotation (read + write = 2 x the buffer) and the counter
-// roofline_ratio = roofline time / rotation time (1.0 = as fast as streaming the buffer once).
-// The floor is roofline_ratio >= 0.85. Run with
+// Roofline: the shared in-place `x *= a` pass of bench/roofline.hpp (AVX-512 when the CPU has it)
+// over the same buffer with a = 1, i.e. the same bytes read and written, paired with the rotation
+// in every iteration (run_paired: rotation timed, then the roofline timed, so both see the same
+// machine state). Reported: bytes_per_second of the rotation from its own time (read + write =
+// 2 x the buffer), the counter ratio = median over iterations of roofline time / rotation time
+// (1.0 = as fast as streaming the buffer once in place) and roofline_GBps, the median roofline
+// speed. The floor is ratio >= 0.85. Run with
 //   --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   --benchmark_enable_random_interleaving=true
 // and read the medians.
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include <ropex/ropex.hpp>
 #include <ropex/axes.hpp>
+
+#include "../roofline.hpp"
 
 namespace {
 
@@ -45,14 +49,15 @@ std::vector<std::int64_t> qwen2_vl_positions() {
   return p;
 }
 
+// 64-byte aligned (bench/roofline.hpp), as tensor allocators give.
 struct buffers {
-  std::vector<float> x = std::vector<float>(static_cast<std::size_t>(kTokens * kHeads * kHeadDim));
+  ropex_bench::aligned_buffer<float> x{static_cast<std::size_t>(kTokens * kHeads * kHeadDim)};
   std::vector<std::int64_t> positions = qwen2_vl_positions();
   buffers() {
     std::uint32_t s = 12345;
-    for (float& v : x) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
       s = s * 1664525u + 1013904223u;
-      v = static_cast<float>(s >> 8) * 0x1.0p-24f - 0.5f;
+      x[i] = static_cast<float>(s >> 8) * 0x1.0p-24f - 0.5f;
     }
   }
 };
@@ -62,43 +67,14 @@ buffers& shared_buffers() {
   return b;
 }
 
-// The roofline: one read and one write of every float. Alternating 0.5 and 2 keeps the values
-// exact; `a` comes through a volatile so the multiply cannot be folded away.
-volatile float g_scale_a = 0.5f, g_scale_b = 2.0f;
-void scale_in_place(std::vector<float>& x, bool first) {
-  const float a = first ? g_scale_a : g_scale_b;
-  float* d = x.data();
-  const std::size_t n = x.size();
-  for (std::size_t i = 0; i < n; ++i) d[i] *= a;
-  benchmark::ClobberMemory();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Runs `rotate` per iteration (manual time) with a roofline pass timed beside it.
+// Runs `rotate` paired with the roofline over the same buffer (a = 1 keeps the values exact).
 template <class Rotate>
 void run_against_roofline(benchmark::State& state, Rotate rotate) {
   buffers& b = shared_buffers();
-  double rotate_seconds = 0, roofline_seconds = 0;
-  bool flip = true;
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    scale_in_place(b.x, flip);
-    flip = !flip;
-    roofline_seconds += seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    rotate(b);
-    benchmark::ClobberMemory();
-    const double s = seconds_since(t0);
-    rotate_seconds += s;
-    state.SetIterationTime(s);
-  }
   const double bytes = 2.0 * static_cast<double>(b.x.size() * sizeof(float));
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
-  state.counters["roofline_GBps"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / roofline_seconds / 1e9);
-  state.counters["roofline_ratio"] = benchmark::Counter(roofline_seconds / rotate_seconds);
+  const float a = ropex_bench::runtime_one();
+  ropex_bench::run_paired(state, bytes, bytes, 1, [&] { rotate(b); },
+                          [&] { ropex_bench::scale(b.x.data(), b.x.size(), a); });
   state.SetLabel(ropex::kernel_isa());
 }
 
