@@ -75,6 +75,17 @@ struct float_sum {
   }
 };
 
+// Software prefetch a fixed distance ahead of a streaming read. A pass spends ~40 vector operations
+// per 128 bytes, so the out-of-order window holds only ~1.5 KiB of loads and, on rows streamed
+// from L3 or DRAM (a 64 MiB attention matrix), that is too few misses in flight: the hardware
+// prefetchers alone left the matrix passes at half the speed of the same pass on a cached row.
+// Prefetches never fault, so reading past the end of the row is harmless.
+inline constexpr std::int64_t prefetch_floats = 1024;  // 4 KiB ahead
+__attribute__((always_inline)) inline void prefetch_ahead(const float* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_floats), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_floats + 16), _MM_HINT_T0);
+}
+
 __attribute__((always_inline)) inline __mmask16 tail_mask(std::int64_t remaining) {
   return static_cast<__mmask16>((1u << remaining) - 1);
 }
@@ -87,6 +98,7 @@ inline one_sums entropy_sums(const float* x, std::int64_t n) {
   __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(x + i);
     const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
     s.add(_mm512_fmadd_ps(b, ln(b), _mm512_mul_ps(a, ln(a))));
     sum.add(_mm512_add_ps(a, b));
@@ -110,6 +122,8 @@ inline pair_sums kl_sums(const float* p, const float* q, std::int64_t n) {
   __m512 min_p = inf, min_q = inf;
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(p + i);
+    prefetch_ahead(q + i);
     const __m512 a0 = _mm512_loadu_ps(p + i), a1 = _mm512_loadu_ps(p + i + 16);
     const __m512 b0 = _mm512_loadu_ps(q + i), b1 = _mm512_loadu_ps(q + i + 16);
     const __m512 d0 = _mm512_sub_ps(ln(a0), ln(b0)), d1 = _mm512_sub_ps(ln(a1), ln(b1));
@@ -160,6 +174,8 @@ inline pair_sums js_sums_impl(const float* p, const float* q, float a, float b, 
   };
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(p + i);
+    prefetch_ahead(q + i);
     const __m512 p0 = _mm512_loadu_ps(p + i), p1 = _mm512_loadu_ps(p + i + 16);
     const __m512 q0 = _mm512_loadu_ps(q + i), q1 = _mm512_loadu_ps(q + i + 16);
     s.add(_mm512_add_ps(term(p0, q0), term(p1, q1)));
