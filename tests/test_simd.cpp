@@ -567,3 +567,47 @@ TEST_CASE("dispatch reports the family in use and honours the cap and the test h
 #endif
   WARN("kernel_isa() = " << name);
 }
+
+#if defined(__x86_64__) && !defined(ROPEX_PORTABLE_ONLY)
+TEST_CASE("the AVX512-BF16 bfloat16 rotation equals the integer-rounding one bit for bit", "[simd][types]") {
+  if (!ropex::kernels::has_avx512_bf16()) {
+    WARN("skipping: this CPU has no AVX512_BF16 (the avx512 family rounds bfloat16 with integer operations)");
+    return;
+  }
+  // Inputs with every kind of bfloat16: normal, subnormal (results stay subnormal when cos = 1,
+  // sin = 0: the conversion would flush them), zeros, infinities, NaNs and values that overflow.
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<int> any_bits(0, 0xffff);
+  std::uniform_real_distribution<float> angle(-3.2f, 3.2f);
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x3f80};
+  long mismatches = 0, compared = 0;
+  for (int pairs : {1, 7, 16, 17, 32, 33, 64, 100, 128, 129, 200})
+    for (layout pairing : {layout::half, layout::interleaved})
+      for (int variant = 0; variant < 3; ++variant) {
+        const int heads = 3, dim = 2 * pairs, stride = dim + 5;
+        std::vector<bfloat16> x(static_cast<std::size_t>(heads * stride));
+        for (std::size_t i = 0; i < x.size(); ++i)
+          x[i] = bfloat16::from_bits(static_cast<std::uint16_t>(i % 5 == 0 ? specials[i % 12] : any_bits(rng)));
+        std::vector<float> c(static_cast<std::size_t>(pairs)), s(static_cast<std::size_t>(pairs));
+        for (int i = 0; i < pairs; ++i) {
+          const float t = angle(rng);
+          c[static_cast<std::size_t>(i)] = variant == 0 ? 1.0f : std::cos(t) * (variant == 2 ? 3.0f : 1.0f);
+          s[static_cast<std::size_t>(i)] = variant == 0 ? 0.0f : std::sin(t) * (variant == 2 ? 3.0f : 1.0f);
+        }
+        std::vector<bfloat16> a = x, b = x;
+        const bool prefetch = variant == 1;  // a hint: either way the same bits
+        ropex::kernels::avx512::rotate_token(a.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing,
+                                             prefetch);
+        ropex::kernels::avx512_bf16::rotate_token(b.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing,
+                                                  prefetch);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          ++compared;
+          if (a[i].bits != b[i].bits && mismatches++ == 0)
+            FAIL_CHECK("pairs " << pairs << " element " << i << ": integer 0x" << std::hex << a[i].bits << " vs BF16 0x"
+                                << b[i].bits);
+        }
+      }
+  INFO(compared << " values compared");
+  CHECK(mismatches == 0);
+}
+#endif

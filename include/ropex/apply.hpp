@@ -169,10 +169,19 @@ class rotary_embedding {
 
   template <class T>
   static void rotate_views(const kernels::kernel_set<T>& kernel, tensor_view<T>* views, int n_views, std::int64_t t,
-                           const float* cos, const float* sin, int first, int last, int half, layout pairing) {
+                           const float* cos, const float* sin, int first, int last, int half, layout pairing,
+                           bool prefetch) {
     for (int v = 0; v < n_views; ++v)
       kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                          first, last, half, pairing);
+                          first, last, half, pairing, prefetch);
+  }
+  // The bytes of rotated heads a call touches (kernels::worth_prefetching decides on it).
+  template <class T>
+  double rotated_bytes(const tensor_view<T>* views, int n_views) const {
+    double bytes = 0;
+    for (int v = 0; v < n_views; ++v)
+      bytes += double(views[v].tokens) * double(views[v].heads) * config_.head_dim * sizeof(T);
+    return bytes;
   }
 
   // positions == nullptr means every token uses `constant_position` (shift by one delta).
@@ -186,6 +195,7 @@ class rotary_embedding {
     alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
     detail::block_seed seed;
     const bool reuse = positions == nullptr && half <= chunk_pairs;
+    const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views));
     for (std::int64_t t = 0; t < views[0].tokens; ++t) {
       const std::int64_t p = positions ? positions[t] : constant_position;
       for (int first = 0; first < half; first += chunk_pairs) {
@@ -193,7 +203,7 @@ class rotary_embedding {
         if (!(reuse && t > 0))
           detail::block_cos_sin(kernel, seed, steps_, freqs_.inv_freq.data(), first, last - first, p, magnitude, sign,
                                 cos, sin);
-        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout);
+        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout, prefetch);
       }
     }
   }
@@ -203,9 +213,10 @@ class rotary_embedding {
                          const cos_sin_table& table) const {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
+    const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views));
     for (std::int64_t t = 0; t < views[0].tokens; ++t)
       rotate_views(kernel, views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
-                   config_.layout);
+                   config_.layout, prefetch);
   }
 
   rope_config config_;

@@ -264,6 +264,9 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
   axes_chunk plan;
   block_seed seeds[max_position_axes];
   alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
+  double bytes = 0;
+  for (int v = 0; v < n_views; ++v) bytes += double(views[v].tokens) * double(views[v].heads) * c.head_dim * sizeof(T);
+  const bool prefetch = kernels::worth_prefetching(bytes);
   for (int first = 0; first < total; first += axes_chunk_pairs) {
     const int last = std::min(total, first + axes_chunk_pairs);
     plan_axes_chunk(c, f, a, first, last, plan);
@@ -271,7 +274,7 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
       fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel, steps, seeds, cos, sin);
       for (int v = 0; v < n_views; ++v)
         kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                            first, last, total, c.layout);
+                            first, last, total, c.layout, prefetch);
     }
   }
 }

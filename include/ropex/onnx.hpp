@@ -71,6 +71,8 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();  // chosen once per call
   constexpr int chunk = 128;
   float cos[chunk], sin[chunk];
+  // No software prefetch (kernels/prefetch.hpp): unmeasured for this operator's head-major 4-D
+  // layout, where the next token of a head lies seq * head_size elements away.
   for (std::int64_t b = 0; b < batch; ++b) {
     T* base = output + b * heads * seq * head_size;
     // 4-D is head-major ([heads][seq][d]); 3-D is token-major ([seq][heads][d]).
@@ -87,7 +89,7 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
           sin[j - first] = detail::load(n[j]);
         }
         kernel.rotate_token(base + s * token_stride, heads, head_stride, cos, sin, static_cast<int>(first),
-                              static_cast<int>(last), static_cast<int>(half), pairing);
+                              static_cast<int>(last), static_cast<int>(half), pairing, /*prefetch=*/false);
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
+#include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/types.hpp"
 
@@ -127,9 +128,16 @@ inline void expand(const float* cos, const float* sin, int n, float* cc, float* 
 // Same contract as scalar::rotate_token.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing) {
+                  int first, int last, int half, layout pairing, bool prefetch) {
   if (pairing == layout::half) {
-    for (std::int64_t h = 0; h < heads; ++h) rotate_half(token + h * head_stride + first, half, cos, sin, last - first);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      T* x = token + h * head_stride + first;
+      if (prefetch) {
+        prefetch_ahead(x, last - first);
+        prefetch_ahead(x + half, last - first);
+      }
+      rotate_half(x, half, cos, sin, last - first);
+    }
     return;
   }
   constexpr int step = 128;  // pairs expanded at a time (2 KiB of stack)
@@ -137,7 +145,11 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   for (int begin = first; begin < last; begin += step) {
     const int n = last - begin < step ? last - begin : step;
     expand(cos + (begin - first), sin + (begin - first), n, cc, ss);
-    for (std::int64_t h = 0; h < heads; ++h) rotate_interleaved(token + h * head_stride + 2 * begin, cc, ss, 2 * n);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      T* x = token + h * head_stride + 2 * begin;
+      if (prefetch) prefetch_ahead(x, 2 * n);
+      rotate_interleaved(x, cc, ss, 2 * n);
+    }
   }
 }
 

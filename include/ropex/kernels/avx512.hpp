@@ -11,6 +11,7 @@
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
+#include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/types.hpp"
 
@@ -135,7 +136,7 @@ inline __m512 load_coefficients(const float* p, int n) {
 // are in flight. V is the vector count (fully unrolled); only the last vector may be partial.
 template <int V, class T>
 inline void half_heads(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                       int half, int n) {
+                       int half, int n, bool prefetch) {
   const __mmask16 last = first_lanes(n - (V - 1) * float_lanes);
   const bool partial = n % float_lanes != 0;
   __m512 c[V], s[V];
@@ -148,6 +149,10 @@ inline void half_heads(T* token, std::int64_t heads, std::int64_t head_stride, c
   for (std::int64_t h = 0; h < heads; ++h) {
     T* a = token + h * head_stride;
     T* b = a + half;
+    if (prefetch) {
+      prefetch_ahead(a, n);
+      prefetch_ahead(b, n);
+    }
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
       const int i = v * float_lanes;
@@ -167,7 +172,7 @@ inline void half_heads(T* token, std::int64_t heads, std::int64_t head_stride, c
 // Interleaved: V vectors of 8 pairs; the same operations as rotate_interleaved.
 template <int V, class T>
 inline void interleaved_heads(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
-                              const float* sin, int n) {
+                              const float* sin, int n, bool prefetch) {
   const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const int tail_pairs = n - (V - 1) * 8;
   const __mmask16 last = first_lanes(2 * tail_pairs);
@@ -181,6 +186,7 @@ inline void interleaved_heads(T* token, std::int64_t heads, std::int64_t head_st
   }
   for (std::int64_t h = 0; h < heads; ++h) {
     T* x = token + h * head_stride;
+    if (prefetch) prefetch_ahead(x, 2 * n);
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
       const int j = v * float_lanes;
@@ -229,123 +235,28 @@ inline __m512i bf16_merge(__m512 even, __m512 odd) {
 inline __mmask32 first_halves(int n) { return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u); }
 inline __m512i load_bits32(const bfloat16* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
 
-// Interleaved: a 512-bit vector is 16 pairs; the even values are the a's, the odd ones the b's, so
-// cos/sin are used as stored (no duplication). V blocks of 16 pairs, the last possibly partial.
-template <int V>
-inline void interleaved_heads_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
-                                   const float* sin, int n) {
-  const int tail_pairs = n - (V - 1) * 16;
-  const __mmask32 last = first_halves(2 * tail_pairs);
-  __m512 c[V], s[V];
-#pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) {
-    const int k = v == V - 1 ? tail_pairs : 16;
-    c[v] = load_coefficients(cos + 16 * v, k);
-    s[v] = load_coefficients(sin + 16 * v, k);
-  }
-  for (std::int64_t h = 0; h < heads; ++h) {
-    bfloat16* x = token + h * head_stride;
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) {
-      const __mmask32 m = v == V - 1 ? last : ~__mmask32{0};
-      const __m512i bits = load_bits32(x + 32 * v, m);
-      const __m512 a = bf16_even(bits), b = bf16_odd(bits);
-      const __m512 a2 = _mm512_fmsub_ps(a, c[v], _mm512_mul_ps(b, s[v]));
-      const __m512 b2 = _mm512_fmadd_ps(b, c[v], _mm512_mul_ps(a, s[v]));
-      _mm512_mask_storeu_epi16(x + 32 * v, m, bf16_merge(a2, b2));
-    }
-  }
-}
-
-// Half layout: blocks of 32 values of each stream; the coefficients are split by parity once
-// per call (vpermt2ps) to match. V blocks, the last possibly partial.
-template <int V>
-inline void half_heads_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
-                            const float* sin, int half, int n) {
-  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd_idx = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const int tail = n - (V - 1) * 32;
-  const __mmask32 last = first_halves(tail);
-  __m512 ce[V], co[V], se[V], so[V];
-#pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) {
-    const int left = v == V - 1 ? tail : 32;
-    const int k0 = left < 16 ? left : 16, k1 = left > 16 ? left - 16 : 0;
-    const __m512 c0 = load_coefficients(cos + 32 * v, k0);
-    const __m512 s0 = load_coefficients(sin + 32 * v, k0);
-    const __m512 c1 = k1 > 0 ? load_coefficients(cos + 32 * v + 16, k1) : _mm512_setzero_ps();
-    const __m512 s1 = k1 > 0 ? load_coefficients(sin + 32 * v + 16, k1) : _mm512_setzero_ps();
-    ce[v] = _mm512_permutex2var_ps(c0, even_idx, c1);
-    co[v] = _mm512_permutex2var_ps(c0, odd_idx, c1);
-    se[v] = _mm512_permutex2var_ps(s0, even_idx, s1);
-    so[v] = _mm512_permutex2var_ps(s0, odd_idx, s1);
-  }
-  for (std::int64_t h = 0; h < heads; ++h) {
-    bfloat16* a = token + h * head_stride;
-    bfloat16* b = a + half;
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) {
-      const __mmask32 m = v == V - 1 ? last : ~__mmask32{0};
-      const __m512i ba = load_bits32(a + 32 * v, m), bb = load_bits32(b + 32 * v, m);
-      const __m512 ae = bf16_even(ba), ao = bf16_odd(ba), be = bf16_even(bb), bo = bf16_odd(bb);
-      const __m512 ae2 = _mm512_fmsub_ps(ae, ce[v], _mm512_mul_ps(be, se[v]));
-      const __m512 ao2 = _mm512_fmsub_ps(ao, co[v], _mm512_mul_ps(bo, so[v]));
-      const __m512 be2 = _mm512_fmadd_ps(be, ce[v], _mm512_mul_ps(ae, se[v]));
-      const __m512 bo2 = _mm512_fmadd_ps(bo, co[v], _mm512_mul_ps(ao, so[v]));
-      _mm512_mask_storeu_epi16(a + 32 * v, m, bf16_merge(ae2, ao2));
-      _mm512_mask_storeu_epi16(b + 32 * v, m, bf16_merge(be2, bo2));
-    }
-  }
-}
-
-// bfloat16 rotate_token for up to 128 pairs; false when n is larger (the caller's loops run).
-inline bool rotate_token_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
-                              const float* sin, int first, int last, int half, layout pairing) {
-  const int n = last - first;
-  if (pairing == layout::half) {
-    bfloat16* x = token + first;
-    switch ((n + 31) / 32) {
-      case 1: half_heads_bf16<1>(x, heads, head_stride, cos, sin, half, n); return true;
-      case 2: half_heads_bf16<2>(x, heads, head_stride, cos, sin, half, n); return true;
-      case 3: half_heads_bf16<3>(x, heads, head_stride, cos, sin, half, n); return true;
-      case 4: half_heads_bf16<4>(x, heads, head_stride, cos, sin, half, n); return true;
-      default: return false;
-    }
-  }
-  bfloat16* x = token + 2 * first;
-  switch ((n + 15) / 16) {
-    case 1: interleaved_heads_bf16<1>(x, heads, head_stride, cos, sin, n); return true;
-    case 2: interleaved_heads_bf16<2>(x, heads, head_stride, cos, sin, n); return true;
-    case 3: interleaved_heads_bf16<3>(x, heads, head_stride, cos, sin, n); return true;
-    case 4: interleaved_heads_bf16<4>(x, heads, head_stride, cos, sin, n); return true;
-    case 5: interleaved_heads_bf16<5>(x, heads, head_stride, cos, sin, n); return true;
-    case 6: interleaved_heads_bf16<6>(x, heads, head_stride, cos, sin, n); return true;
-    case 7: interleaved_heads_bf16<7>(x, heads, head_stride, cos, sin, n); return true;
-    case 8: interleaved_heads_bf16<8>(x, heads, head_stride, cos, sin, n); return true;
-    default: return false;
-  }
-}
+#include "ropex/kernels/avx512_bf16_heads.inl"
 
 // Same contract as scalar::rotate_token.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing) {
+                  int first, int last, int half, layout pairing, bool prefetch) {
   const int n = last - first;
   if (n <= 0) return;
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (rotate_token_bf16(token, heads, head_stride, cos, sin, first, last, half, pairing)) return;
+    if (rotate_token_bf16(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch)) return;
   }
   if (pairing == layout::half) {
     T* x = token + first;
     switch ((n + float_lanes - 1) / float_lanes) {
-      case 1: return half_heads<1>(x, heads, head_stride, cos, sin, half, n);
-      case 2: return half_heads<2>(x, heads, head_stride, cos, sin, half, n);
-      case 3: return half_heads<3>(x, heads, head_stride, cos, sin, half, n);
-      case 4: return half_heads<4>(x, heads, head_stride, cos, sin, half, n);
-      case 5: return half_heads<5>(x, heads, head_stride, cos, sin, half, n);
-      case 6: return half_heads<6>(x, heads, head_stride, cos, sin, half, n);
-      case 7: return half_heads<7>(x, heads, head_stride, cos, sin, half, n);
-      case 8: return half_heads<8>(x, heads, head_stride, cos, sin, half, n);
+      case 1: return half_heads<1>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 2: return half_heads<2>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 3: return half_heads<3>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 4: return half_heads<4>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 5: return half_heads<5>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 6: return half_heads<6>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 7: return half_heads<7>(x, heads, head_stride, cos, sin, half, n, prefetch);
+      case 8: return half_heads<8>(x, heads, head_stride, cos, sin, half, n, prefetch);
       default:
         for (std::int64_t h = 0; h < heads; ++h) rotate_half(x + h * head_stride, half, cos, sin, n);
         return;
@@ -353,14 +264,14 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
   }
   T* x = token + 2 * first;
   switch ((n + 7) / 8) {
-    case 1: return interleaved_heads<1>(x, heads, head_stride, cos, sin, n);
-    case 2: return interleaved_heads<2>(x, heads, head_stride, cos, sin, n);
-    case 3: return interleaved_heads<3>(x, heads, head_stride, cos, sin, n);
-    case 4: return interleaved_heads<4>(x, heads, head_stride, cos, sin, n);
-    case 5: return interleaved_heads<5>(x, heads, head_stride, cos, sin, n);
-    case 6: return interleaved_heads<6>(x, heads, head_stride, cos, sin, n);
-    case 7: return interleaved_heads<7>(x, heads, head_stride, cos, sin, n);
-    case 8: return interleaved_heads<8>(x, heads, head_stride, cos, sin, n);
+    case 1: return interleaved_heads<1>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 2: return interleaved_heads<2>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 3: return interleaved_heads<3>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 4: return interleaved_heads<4>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 5: return interleaved_heads<5>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 6: return interleaved_heads<6>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 7: return interleaved_heads<7>(x, heads, head_stride, cos, sin, n, prefetch);
+    case 8: return interleaved_heads<8>(x, heads, head_stride, cos, sin, n, prefetch);
     default:
       for (std::int64_t h = 0; h < heads; ++h) rotate_interleaved(x + h * head_stride, cos, sin, n);
       return;
@@ -419,6 +330,54 @@ void from_float(const float* in, T* out, std::size_t n) {
 }
 
 }  // namespace ropex::kernels::avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+ROPEX_END_TARGET
+
+// ---- bfloat16 with the AVX512-BF16 conversion (Cooper Lake, Sapphire Rapids, Zen 4 and later) --
+// vcvtne2ps2bf16 rounds two float vectors to nearest even in 2 operations, where the integer
+// rounding of bf16_merge takes 11; it also makes NaNs quiet as types.hpp does (top half | 0x40),
+// but flushes float subnormals to signed zero (tested on this CPU). A float rounds to a bfloat16
+// subnormal only if it is one itself, so vectors holding a subnormal take the integer path and
+// every result equals the scalar reference bit for bit. Only dispatch.hpp calls this, after
+// cpuid reports AVX512_BF16.
+ROPEX_BEGIN_TARGET_AVX512_BF16
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+namespace ropex::kernels::avx512_bf16 {
+
+using avx512::bf16_even;
+using avx512::bf16_odd;
+using avx512::first_halves;
+using avx512::load_bits32;
+using avx512::load_coefficients;
+
+// 32 bfloat16: even[k] at 2k and odd[k] at 2k + 1, as avx512::bf16_merge returns them.
+inline __m512i bf16_merge(__m512 even, __m512 odd) {
+  const __mmask16 subnormal = _mm512_fpclass_ps_mask(even, 0x20) | _mm512_fpclass_ps_mask(odd, 0x20);
+  if (__builtin_expect(subnormal != 0, 0)) return avx512::bf16_merge(even, odd);
+  // cvtne2ps(odd, even) = (even[0..15], odd[0..15]); interleave the two halves.
+  const __m512i packed = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, packed);
+}
+
+#include "ropex/kernels/avx512_bf16_heads.inl"
+
+// Same contract as scalar::rotate_token, for bfloat16 storage.
+inline void rotate_token(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                         const float* sin, int first, int last, int half, layout pairing, bool prefetch) {
+  if (last - first <= 0) return;
+  if (!rotate_token_bf16(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch))
+    avx512::rotate_token(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch);  // > 128 pairs
+}
+
+}  // namespace ropex::kernels::avx512_bf16
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
@@ -74,6 +75,18 @@ inline isa detect_cpu() {
 #endif
 }
 
+// AVX512_BF16 (cpuid leaf 7, subleaf 1, EAX bit 5): the bfloat16 conversion the avx512 family's
+// bfloat16 rotation uses when present (avx512.hpp, namespace avx512_bf16).
+inline bool detect_avx512_bf16() {
+#if ROPEX_KERNELS_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (detect_cpu() != isa::avx512 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return a & (1u << 5);
+#else
+  return false;
+#endif
+}
+
 // ROPEX_ISA applied to `best`.
 inline isa apply_cap(isa best, const char* cap) {
   if (cap == nullptr || *cap == '\0') return best;
@@ -105,6 +118,12 @@ inline isa best_isa() {
 inline isa selected_isa() {
   static const isa selected = detail::apply_cap(best_isa(), std::getenv("ROPEX_ISA"));
   return selected;
+}
+
+// True when the avx512 family's bfloat16 rotation uses the AVX512_BF16 conversion (cached).
+inline bool has_avx512_bf16() {
+  static const bool yes = detail::detect_avx512_bf16();
+  return yes;
 }
 
 // True when this build and CPU can run family i (regardless of ROPEX_ISA).
@@ -141,12 +160,22 @@ inline isa active_isa() { return detail::forced >= 0 ? static_cast<isa>(detail::
 template <class T>
 struct kernel_set {
   isa family;
-  void (*rotate_token)(T*, std::int64_t, std::int64_t, const float*, const float*, int, int, int, layout);
+  void (*rotate_token)(T*, std::int64_t, std::int64_t, const float*, const float*, int, int, int, layout, bool);
   void (*cos_sin_seed)(std::int64_t, const double*, int, double, double, double*, double*);
   void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
   void (*from_float)(const float*, T*, std::size_t);
 };
+
+#if ROPEX_KERNELS_X86
+// The avx512 family's rotation for T: the AVX512_BF16 variant for bfloat16 when the CPU has it.
+template <class T>
+auto avx512_rotate_token() -> decltype(&avx512::rotate_token<T>) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    if (has_avx512_bf16()) return &avx512_bf16::rotate_token;
+  return &avx512::rotate_token<T>;
+}
+#endif
 
 // The entry points of family i (i must be available).
 template <class T>
@@ -156,7 +185,7 @@ const kernel_set<T>& kernels_for(isa i) {
 #if ROPEX_KERNELS_X86
   static const kernel_set<T> avx2_set{isa::avx2, &avx2::rotate_token<T>, &avx2::cos_sin_seed, &avx2::cos_sin_combine, &avx2::to_float<T>,
                                       &avx2::from_float<T>};
-  static const kernel_set<T> avx512_set{isa::avx512, &avx512::rotate_token<T>, &avx512::cos_sin_seed, &avx512::cos_sin_combine,
+  static const kernel_set<T> avx512_set{isa::avx512, avx512_rotate_token<T>(), &avx512::cos_sin_seed, &avx512::cos_sin_combine,
                                         &avx512::to_float<T>, &avx512::from_float<T>};
   if (i == isa::avx512) return avx512_set;
   if (i == isa::avx2) return avx2_set;

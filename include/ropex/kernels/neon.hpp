@@ -125,7 +125,7 @@ inline void rotate_interleaved(T* x, const float* cos, const float* sin, int n) 
 // Same contract as scalar::rotate_token.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing) {
+                  int first, int last, int half, layout pairing, bool /*prefetch: untried on NEON*/) {
   for (std::int64_t h = 0; h < heads; ++h) {
     if (pairing == layout::half)
       rotate_half(token + h * head_stride + first, half, cos, sin, last - first);

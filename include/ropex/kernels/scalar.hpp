@@ -16,10 +16,11 @@ namespace ropex::kernels::scalar {
 //   a' = a cos - b sin,  b' = b cos + a sin      (cos/sin already carry the attention factor)
 // `cos`/`sin` are indexed from `first`. `half` = rotary_dim/2 is the partner offset of the half
 // layout. Channels outside the pairs are never touched, so pass-through channels stay bit-exact.
-// Reentrant; neither allocates nor throws.
+// `prefetch`: the call streams more than the caches hold, so the SIMD kernels prefetch ahead
+// (kernels/prefetch.hpp); a hint, no effect on results. Reentrant; neither allocates nor throws.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing) {
+                  int first, int last, int half, layout pairing, bool /*prefetch*/) {
   for (std::int64_t h = 0; h < heads; ++h) {
     T* x = token + h * head_stride;
     const int stride = pairing == layout::half ? 1 : 2;  // distance between consecutive pairs
