@@ -339,8 +339,8 @@ ROPEX_END_TARGET
 // vcvtne2ps2bf16 rounds two float vectors to nearest even in 2 operations, where the integer
 // rounding of bf16_merge takes 11; it also makes NaNs quiet as types.hpp does (top half | 0x40),
 // but flushes float subnormals to signed zero (tested on this CPU). A float rounds to a bfloat16
-// subnormal only if it is one itself, so vectors holding a subnormal take the integer path and
-// every result equals the scalar reference bit for bit. Only dispatch.hpp calls this, after
+// subnormal only if it is one itself, so vectors whose result holds a zero take the integer path
+// and every result equals that path's bit for bit. Only dispatch.hpp calls this, after
 // cpuid reports AVX512_BF16.
 ROPEX_BEGIN_TARGET_AVX512_BF16
 #if defined(__GNUC__) && !defined(__clang__)
@@ -358,10 +358,13 @@ using avx512::load_coefficients;
 
 // 32 bfloat16: even[k] at 2k and odd[k] at 2k + 1, as avx512::bf16_merge returns them.
 inline __m512i bf16_merge(__m512 even, __m512 odd) {
-  const __mmask16 subnormal = _mm512_fpclass_ps_mask(even, 0x20) | _mm512_fpclass_ps_mask(odd, 0x20);
-  if (__builtin_expect(subnormal != 0, 0)) return avx512::bf16_merge(even, odd);
-  // cvtne2ps(odd, even) = (even[0..15], odd[0..15]); interleave the two halves.
+  // cvtne2ps(odd, even) = (even[0..15], odd[0..15]) rounded to nearest even.
   const __m512i packed = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
+  // A flushed subnormal comes out as +-0; so does an exact zero. One test of the 32 results finds
+  // both (1 operation instead of classifying both inputs), and the rare vector holding one is
+  // rounded again by integer operations, which keep subnormals.
+  if (__builtin_expect(_mm512_testn_epi16_mask(packed, _mm512_set1_epi16(0x7fff)) != 0, 0))
+    return avx512::bf16_merge(even, odd);
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                               22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(interleave, packed);
