@@ -17,7 +17,7 @@
 //
 // Names: rope/<shape>/<type>/<layout>/<policy>/<path>/<isa>
 //   shape  a 4096x32x128, b 512x32x128, c 64x32x128, d 1x32x128 (decode), e 4096x8x64
-//   path   fly (exact angle + vector sincos per token) or table (precomputed cos_sin_table)
+//   path   fly (exact cos/sin formed per token, block_angles.hpp) or table (precomputed cos_sin_table)
 //   isa    dispatch (what run-time dispatch picks; named in the label) or a forced family
 // naive/<shape>/<layout>: the textbook scalar loop (float angle, cosf/sinf per element).
 // threads2/...: rope through parallel_apply with 2 std::threads.
