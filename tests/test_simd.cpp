@@ -611,3 +611,66 @@ TEST_CASE("the AVX512-BF16 bfloat16 rotation equals the integer-rounding one bit
   CHECK(mismatches == 0);
 }
 #endif
+
+namespace {
+// Every family's rotate_token on 16-bit storage against the scalar one, bit for bit: with sin = 0
+// both compute fl(a c) and fl(b c) exactly alike (fma(a, c, -0) == a * c), so the float results are
+// identical and any difference is in the storage rounding (round to nearest even, NaN quieted,
+// subnormals kept; types.hpp). The tolerance of compare_family above would hide a 1-ulp rounding
+// error (a bias of 0x8000 instead of 0x7fff, say); this test does not.
+// Equal bits, except that NaN payloads and the sign of zero may differ: where two NaNs meet, or a
+// product underflows, fma(a, c, -fl(b s)) and fl(a c) - fl(b s) legitimately disagree on those.
+template <class T>
+bool same_value(T expected, T got) {
+  const float e = static_cast<float>(expected), g = static_cast<float>(got);
+  return expected.bits == got.bits || (std::isnan(e) && std::isnan(g)) || (e == 0 && g == 0);
+}
+
+template <class T>
+long rounding_mismatches(isa family, std::mt19937_64& rng) {
+  const auto& kernel = ropex::kernels::kernels_for<T>(family);
+  const auto& reference = ropex::kernels::kernels_for<T>(isa::scalar);
+  std::uniform_int_distribution<int> any_bits(0, 0xffff);
+  std::uniform_real_distribution<float> factor(0.25f, 4.0f);
+  long mismatches = 0;
+  for (int pairs : {1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 100, 128, 130})
+    for (layout pairing : {layout::half, layout::interleaved}) {
+      const int heads = 2, stride = 2 * pairs + 3;
+      // Half the values are +-1, so the result is +-c exactly and c's low bits reach the rounding:
+      // ties, one below and above them, all ones, overflow to infinity, subnormals, NaN.
+      std::vector<T> x(static_cast<std::size_t>(heads * stride));
+      for (auto& v : x) v = any_bits(rng) % 2 ? T(any_bits(rng) % 4 ? 1.0f : -1.0f) : T::from_bits(static_cast<std::uint16_t>(any_bits(rng)));
+      std::vector<float> c(static_cast<std::size_t>(pairs)), s(static_cast<std::size_t>(pairs), 0.0f);
+      const std::uint32_t low_bits[] = {0x0000, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1000, 0xf000};
+      for (auto& v : c) {
+        std::uint32_t bits;
+        const float f = factor(rng);
+        std::memcpy(&bits, &f, 4);
+        switch (any_bits(rng) % 8) {
+          case 0: bits = 0x7f7fffffu; break;                         // rounds to infinity
+          case 1: bits = 0x00400000u | (bits & 0xffffu); break;       // subnormal
+          case 2: bits = 0x7f800000u | (bits & 0x7fffffu) | 1u; break;  // NaN
+          default: bits = (bits & 0xffff0000u) | low_bits[any_bits(rng) % 7]; break;
+        }
+        std::memcpy(&v, &bits, 4);
+      }
+      std::vector<T> expected = x, got = x;
+      reference.rotate_token(expected.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing, false);
+      kernel.rotate_token(got.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing, true);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (!same_value(expected[i], got[i]) && mismatches++ == 0)
+          FAIL_CHECK(ropex::kernels::isa_name(family) << " " << type_name<T>() << " pairs " << pairs << " element " << i
+                                                       << ": 0x" << std::hex << got[i].bits << " instead of 0x"
+                                                       << expected[i].bits);
+    }
+  return mismatches;
+}
+}  // namespace
+
+TEST_CASE("16-bit storage is rounded exactly as the scalar kernel rounds it", "[simd][types]") {
+  std::mt19937_64 rng(10);
+  for (isa family : runnable_families()) {
+    CHECK(rounding_mismatches<float16>(family, rng) == 0);
+    CHECK(rounding_mismatches<bfloat16>(family, rng) == 0);
+  }
+}

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
@@ -33,18 +34,24 @@ inline __m256 load(const float* p, int n) { return _mm256_maskload_ps(p, first_l
 inline void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
 inline void store(float* p, __m256 v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
 
-inline __m128i load_bits(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m128i load_bits(const void* p, int n) {
-  alignas(16) std::uint16_t image[8] = {};
+// The first n 16-bit values of a vector V through a stack image: only those n are read or written.
+template <class V>
+inline V load_partial(const void* p, int n) {
+  alignas(32) std::uint16_t image[sizeof(V) / 2] = {};
   std::memcpy(image, p, static_cast<std::size_t>(n) * 2);
-  return _mm_load_si128(reinterpret_cast<const __m128i*>(image));
+  V v;
+  std::memcpy(&v, image, sizeof v);
+  return v;
 }
+template <class V>
+inline void store_partial(void* p, V v, int n) {
+  std::memcpy(p, &v, static_cast<std::size_t>(n) * 2);  // the first n values of v in memory order
+}
+
+inline __m128i load_bits(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m128i load_bits(const void* p, int n) { return load_partial<__m128i>(p, n); }
 inline void store_bits(void* p, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(p), v); }
-inline void store_bits(void* p, __m128i v, int n) {
-  alignas(16) std::uint16_t image[8];
-  _mm_store_si128(reinterpret_cast<__m128i*>(image), v);
-  std::memcpy(p, image, static_cast<std::size_t>(n) * 2);
-}
+inline void store_bits(void* p, __m128i v, int n) { store_partial(p, v, n); }
 
 // F16C: vcvtph2ps is exact; vcvtps2ph with imm 0 rounds to nearest even (IEEE binary16).
 inline __m128i half_bits(__m256 v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -125,10 +132,133 @@ inline void expand(const float* cos, const float* sin, int n, float* cc, float* 
   }
 }
 
+// ---- bfloat16: 16 values per 256-bit vector, split by lane parity instead of widened ----------
+// A bfloat16 is the top half of a float, so of 16 loaded values the even ones are the 32-bit lanes
+// shifted left by 16 and the odd ones the lanes with the low half cleared (avx512.hpp does the
+// same): no vpmovzxwd/vpackusdw/vpermq per 8 values, and the results are rounded and merged back
+// in place. Interleaved: lane k holds pair k (a even, b odd), so cos/sin are used as stored. Half:
+// both streams split alike, so the coefficients are split by parity once per call (stack).
+inline __m256 bf16_even(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
+inline __m256 bf16_odd(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536))); }
+// types.hpp's rounding on the full lane (add 0x7fff + lsb; the bfloat16 is then the top half).
+inline __m256i bf16_rounded_lane(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  return _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+}
+// 16 bfloat16 in place: even[k] at 2k, odd[k] at 2k + 1. A NaN gets the quiet bit instead of the
+// rounding (types.hpp); one unordered compare of both vectors skips that fix-up when there is none.
+inline __m256i bf16_merge(__m256 even, __m256 odd) {
+  __m256i e = bf16_rounded_lane(even), o = bf16_rounded_lane(odd);
+  if (__builtin_expect(_mm256_movemask_ps(_mm256_cmp_ps(even, odd, _CMP_UNORD_Q)) != 0, 0)) {
+    const __m256i quiet = _mm256_set1_epi32(0x00400000);
+    e = _mm256_blendv_epi8(e, _mm256_or_si256(_mm256_castps_si256(even), quiet),
+                           _mm256_castps_si256(_mm256_cmp_ps(even, even, _CMP_UNORD_Q)));
+    o = _mm256_blendv_epi8(o, _mm256_or_si256(_mm256_castps_si256(odd), quiet),
+                           _mm256_castps_si256(_mm256_cmp_ps(odd, odd, _CMP_UNORD_Q)));
+  }
+  return _mm256_or_si256(_mm256_srli_epi32(e, 16), _mm256_and_si256(o, _mm256_set1_epi32(-65536)));
+}
+// 16 values, or the first n < 16.
+inline __m256i load16(const bfloat16* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i load16(const bfloat16* p, int n) { return load_partial<__m256i>(p, n); }
+inline void store16(bfloat16* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline void store16(bfloat16* p, __m256i v, int n) { store_partial(p, v, n); }
+
+// Pairs (x[2k], x[2k+1]), k < n: a' = fma(a, c, -fl(b s)), b' = fma(b, c, fl(a s)) as rotate_half.
+inline void rotate_interleaved_bf16(bfloat16* x, const float* cos, const float* sin, int n) {
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256i v = load16(x + 2 * k);
+    const __m256 a = bf16_even(v), b = bf16_odd(v), c = _mm256_loadu_ps(cos + k), s = _mm256_loadu_ps(sin + k);
+    store16(x + 2 * k, bf16_merge(_mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)), _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s))));
+  }
+  if (k < n) {
+    const int m = n - k;
+    const __m256i v = load16(x + 2 * k, 2 * m);
+    const __m256 a = bf16_even(v), b = bf16_odd(v), c = load(cos + k, m), s = load(sin + k, m);
+    store16(x + 2 * k, bf16_merge(_mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)), _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s))),
+            2 * m);
+  }
+}
+
+// cos/sin of pairs [0, n) split by parity in blocks of 16: block j holds the even pairs' values in
+// [32 j, 32 j + 8) and the odd pairs' in [32 j + 8, 32 j + 16) (likewise sin at + 16). Missing
+// pairs read as 0. `split` needs 32 floats per started block of 16 pairs.
+inline __m256 load_up_to8(const float* p, int count) {
+  return count >= 8 ? _mm256_loadu_ps(p) : count > 0 ? load(p, count) : _mm256_setzero_ps();
+}
+inline void split_by_parity(const float* cos, const float* sin, int n, float* split) {
+  const __m256i fix = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);  // undo shuffle_ps's 128-bit halves
+  for (int j = 0; 16 * j < n; ++j) {
+    const int k = 16 * j, left = n - k;
+    const __m256 c0 = load_up_to8(cos + k, left), c1 = load_up_to8(cos + k + 8, left - 8);
+    const __m256 s0 = load_up_to8(sin + k, left), s1 = load_up_to8(sin + k + 8, left - 8);
+    float* out = split + 32 * j;
+    _mm256_store_ps(out, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(c0, c1, 0x88), fix));
+    _mm256_store_ps(out + 8, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(c0, c1, 0xDD), fix));
+    _mm256_store_ps(out + 16, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(s0, s1, 0x88), fix));
+    _mm256_store_ps(out + 24, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(s0, s1, 0xDD), fix));
+  }
+}
+
+// Half layout: a = x[i], b = x[i + half], i < n, with the coefficients of split_by_parity.
+inline void rotate_half_bf16(bfloat16* x, int half, const float* split, int n) {
+  bfloat16* a = x;
+  bfloat16* b = x + half;
+  for (int i = 0; i < n; i += 16) {
+    const int m = n - i < 16 ? n - i : 16;
+    const float* q = split + 2 * i;
+    const __m256 ce = _mm256_load_ps(q), co = _mm256_load_ps(q + 8), se = _mm256_load_ps(q + 16),
+                 so = _mm256_load_ps(q + 24);
+    const __m256i va = m == 16 ? load16(a + i) : load16(a + i, m), vb = m == 16 ? load16(b + i) : load16(b + i, m);
+    const __m256 ae = bf16_even(va), ao = bf16_odd(va), be = bf16_even(vb), bo = bf16_odd(vb);
+    const __m256i ra = bf16_merge(_mm256_fmsub_ps(ae, ce, _mm256_mul_ps(be, se)), _mm256_fmsub_ps(ao, co, _mm256_mul_ps(bo, so)));
+    const __m256i rb = bf16_merge(_mm256_fmadd_ps(be, ce, _mm256_mul_ps(ae, se)), _mm256_fmadd_ps(bo, co, _mm256_mul_ps(ao, so)));
+    if (m == 16) {
+      store16(a + i, ra);
+      store16(b + i, rb);
+    } else {
+      store16(a + i, ra, m);
+      store16(b + i, rb, m);
+    }
+  }
+}
+
+// rotate_token for bfloat16 (called from the template below).
+inline void rotate_token_bf16(bfloat16* token, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                              const float* sin, int first, int last, int half, layout pairing, bool prefetch) {
+  const int n = last - first;
+  if (pairing == layout::interleaved) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      bfloat16* x = token + h * head_stride + 2 * first;
+      if (prefetch) prefetch_ahead(x, 2 * n);
+      rotate_interleaved_bf16(x, cos, sin, n);
+    }
+    return;
+  }
+  constexpr int step = 128;  // pairs split at a time (2 KiB of stack)
+  alignas(32) float split[4 * step];
+  for (int begin = 0; begin < n; begin += step) {
+    const int m = n - begin < step ? n - begin : step;
+    split_by_parity(cos + begin, sin + begin, m, split);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      bfloat16* x = token + h * head_stride + first + begin;
+      if (prefetch) {
+        prefetch_ahead(x, m);
+        prefetch_ahead(x + half, m);
+      }
+      rotate_half_bf16(x, half, split, m);
+    }
+  }
+}
+
 // Same contract as scalar::rotate_token.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                   int first, int last, int half, layout pairing, bool prefetch) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return rotate_token_bf16(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch);
   if (pairing == layout::half) {
     for (std::int64_t h = 0; h < heads; ++h) {
       T* x = token + h * head_stride + first;
