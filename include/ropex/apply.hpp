@@ -175,14 +175,7 @@ class rotary_embedding {
       kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
                           first, last, half, pairing, prefetch);
   }
-  // The bytes of rotated heads a call touches (kernels::worth_prefetching decides on it).
-  template <class T>
-  double rotated_bytes(const tensor_view<T>* views, int n_views) const {
-    double bytes = 0;
-    for (int v = 0; v < n_views; ++v)
-      bytes += double(views[v].tokens) * double(views[v].heads) * config_.head_dim * sizeof(T);
-    return bytes;
-  }
+
 
   // positions == nullptr means every token uses `constant_position` (shift by one delta).
   // The kernel family is chosen once here (kernels/dispatch.hpp); cos/sin of a token are formed
@@ -195,7 +188,7 @@ class rotary_embedding {
     alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
     detail::block_seed seed;
     const bool reuse = positions == nullptr && half <= chunk_pairs;
-    const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views));
+    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
     for (std::int64_t t = 0; t < views[0].tokens; ++t) {
       const std::int64_t p = positions ? positions[t] : constant_position;
       for (int first = 0; first < half; first += chunk_pairs) {
@@ -213,7 +206,7 @@ class rotary_embedding {
                          const cos_sin_table& table) const {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
-    const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views));
+    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
     for (std::int64_t t = 0; t < views[0].tokens; ++t)
       rotate_views(kernel, views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
                    config_.layout, prefetch);

@@ -176,6 +176,7 @@ namespace detail {
 // Pairs handled per step (the same chunking as rotary_embedding::apply, so equal axes give
 // bit-identical results even for rotary dims above 256).
 inline constexpr int axes_chunk_pairs = 128;
+static_assert(axes_chunk_pairs <= block_seed::capacity, "a chunk's seeds must fit a block_seed");
 
 // Pairs [first, last) grouped by axis: slot k holds pair[k] with frequency inv[k]; axis a owns
 // slots [begin[a], begin[a+1]). in_order: pair[k] == first + k, so cos/sin land in place.
@@ -264,9 +265,7 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
   axes_chunk plan;
   block_seed seeds[max_position_axes];
   alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
-  double bytes = 0;
-  for (int v = 0; v < n_views; ++v) bytes += double(views[v].tokens) * double(views[v].heads) * c.head_dim * sizeof(T);
-  const bool prefetch = kernels::worth_prefetching(bytes);
+  const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views, c.head_dim));
   for (int first = 0; first < total; first += axes_chunk_pairs) {
     const int last = std::min(total, first + axes_chunk_pairs);
     plan_axes_chunk(c, f, a, first, last, plan);
