@@ -176,10 +176,9 @@ class rotary_embedding {
                           first, last, half, pairing, prefetch);
   }
 
-
   // positions == nullptr means every token uses `constant_position` (shift by one delta).
   // The kernel family is chosen once here (kernels/dispatch.hpp); cos/sin of a token are formed
-  // once (vectorised exact angle) and used for every head of every view.
+  // once (exact, block_angles.hpp) and used for every head of every view.
   template <class T>
   void rotate(tensor_view<T>* views, int n_views, const std::int64_t* positions, std::int64_t constant_position,
               double magnitude, double sign) const {
