@@ -219,15 +219,25 @@ inline void plan_axes_chunk(const rope_config& c, const frequencies& f, const po
   }
 }
 
+// The step rows of one axis whose frequencies are not consecutive (interleaved M-RoPE), gathered
+// for row k of the current chunk and kept while k stays: an image's t and h rows keep k for many
+// tokens, so most tokens skip the gather.
+struct gathered_steps {
+  int k = -1;
+  const double* inv = nullptr;  // the chunk slot the rows belong to (as block_seed's key)
+  alignas(64) double cos[axes_chunk_pairs];
+  alignas(64) double sin[axes_chunk_pairs];
+};
+
 // cos/sin of one token for the pairs of `plan`, indexed from plan.first. token_positions[a] is
 // the token's index on axis a. Each value is block_angles.hpp's function of (position, frequency)
 // -- elementwise, seeded per axis -- so grouping by axis changes no bit. seeds[a] serves axis a.
 template <class T>
 void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token_positions,
                      std::int64_t axis_stride, double magnitude, double sign, const kernels::kernel_set<T>& kernel,
-                     const angle_steps& steps, block_seed* seeds, float* cos, float* sin) {
+                     const angle_steps& steps, block_seed* seeds, gathered_steps* gathered, float* cos,
+                     float* sin) {
   alignas(64) float grouped_cos[axes_chunk_pairs], grouped_sin[axes_chunk_pairs];
-  alignas(64) double step_cos[axes_chunk_pairs], step_sin[axes_chunk_pairs];
   float* out_cos = plan.in_order ? cos : grouped_cos;
   float* out_sin = plan.in_order ? sin : grouped_sin;
   for (int a = 0; a < axes; ++a) {
@@ -237,12 +247,17 @@ void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token
     const double* row_cos = steps.cos_row(k) + plan.frequency[b];
     const double* row_sin = steps.sin_row(k) + plan.frequency[b];
     if (!plan.consecutive[a]) {
-      for (int slot = 0; slot < n; ++slot) {
-        step_cos[slot] = steps.cos_row(k)[plan.frequency[b + slot]];
-        step_sin[slot] = steps.sin_row(k)[plan.frequency[b + slot]];
+      gathered_steps& g = gathered[a];
+      if (g.k != k || g.inv != plan.inv + b) {
+        for (int slot = 0; slot < n; ++slot) {
+          g.cos[slot] = steps.cos_row(k)[plan.frequency[b + slot]];
+          g.sin[slot] = steps.sin_row(k)[plan.frequency[b + slot]];
+        }
+        g.k = k;
+        g.inv = plan.inv + b;
       }
-      row_cos = step_cos;
-      row_sin = step_sin;
+      row_cos = g.cos;
+      row_sin = g.sin;
     }
     kernel.cos_sin_combine(seeds[a].cos, seeds[a].sin, row_cos, row_sin, n, sign, out_cos + b, out_sin + b);
   }
@@ -264,13 +279,15 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
   const std::int64_t stride = axis_stride_of(positions, tokens);
   axes_chunk plan;
   block_seed seeds[max_position_axes];
+  gathered_steps gathered[max_position_axes];
   alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
   const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views, c.head_dim));
   for (int first = 0; first < total; first += axes_chunk_pairs) {
     const int last = std::min(total, first + axes_chunk_pairs);
     plan_axes_chunk(c, f, a, first, last, plan);
     for (std::int64_t t = 0; t < tokens; ++t) {
-      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel, steps, seeds, cos, sin);
+      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel, steps, seeds, gathered, cos,
+                      sin);
       for (int v = 0; v < n_views; ++v)
         kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
                             first, last, total, c.layout, prefetch);
@@ -387,11 +404,12 @@ inline void multi_axis_cos_sin(const rope_config& c, const frequencies& f, const
   const angle_steps steps(f.inv_freq);
   detail::axes_chunk plan;
   detail::block_seed seeds[max_position_axes];
+  detail::gathered_steps gathered[max_position_axes];
   for (int first = 0; first < total; first += detail::axes_chunk_pairs) {
     const int last = std::min(total, first + detail::axes_chunk_pairs);
     detail::plan_axes_chunk(c, f, a, first, last, plan);
     detail::fill_axes_chunk(plan, axis_count(a), token_positions, 1, f.attention_factor, 1.0, kernel, steps, seeds,
-                            cos + first, sin + first);
+                            gathered, cos + first, sin + first);
   }
 }
 
