@@ -332,15 +332,16 @@ TEST_CASE("cos_sin_combine is the same arithmetic on every family", "[simd][sinc
   for (isa family : runnable_families()) {
     const auto& kernel = ropex::kernels::kernels_for<float>(family);
     long differing = 0, overwrites = 0;
-    for (int n = 1; n <= 70; ++n)
+    for (std::size_t n = 1; n <= 70; ++n)
       for (double sign : {1.0, -1.0}) {
         std::vector<double> sc(n), ss(n), kc(n), ks(n);
-        for (int i = 0; i < n; ++i) sc[i] = 1.7 * unit(rng), ss[i] = 1.7 * unit(rng), kc[i] = unit(rng), ks[i] = unit(rng);
+        for (std::size_t i = 0; i < n; ++i) sc[i] = 1.7 * unit(rng), ss[i] = 1.7 * unit(rng), kc[i] = unit(rng), ks[i] = unit(rng);
         std::vector<float> c0(n), s0(n), c1(n + 1, 42.0f), s1(n + 1, 42.0f);
-        ropex::kernels::scalar::cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), n, sign, c0.data(), s0.data());
-        kernel.cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), n, sign, c1.data(), s1.data());
-        overwrites += c1[static_cast<std::size_t>(n)] != 42.0f || s1[static_cast<std::size_t>(n)] != 42.0f;
-        for (int i = 0; i < n; ++i) differing += c0[i] != c1[i] || s0[i] != s1[i];
+        const int count = static_cast<int>(n);
+        ropex::kernels::scalar::cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), count, sign, c0.data(), s0.data());
+        kernel.cos_sin_combine(sc.data(), ss.data(), kc.data(), ks.data(), count, sign, c1.data(), s1.data());
+        overwrites += c1[n] != 42.0f || s1[n] != 42.0f;
+        for (std::size_t i = 0; i < n; ++i) differing += c0[i] != c1[i] || s0[i] != s1[i];
       }
     INFO(ropex::kernels::isa_name(family));
     CHECK(overwrites == 0);

@@ -39,7 +39,7 @@ void check_against_reference(const std::vector<float>& x, const std::vector<floa
 
 TEST_CASE("softmax matches the long-double reference", "[attention][softmax]") {
   rng r;
-  for (std::size_t n : {1, 2, 7, 16, 33, 1000, 4096}) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{16}, std::size_t{33}, std::size_t{1000}, std::size_t{4096}}) {
     std::vector<float> x(n);
     for (float& v : x) v = static_cast<float>(4 * r.normal());
     std::vector<float> y = x;

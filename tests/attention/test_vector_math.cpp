@@ -205,7 +205,7 @@ TEST_CASE("entropy, KL, JS: every row length 1..67 against long double, exact ze
 
 TEST_CASE("the portable bodies agree with the reference too (levels 0/1 run them)", "[attention][vector_math][divergence]") {
   rng r;
-  for (std::size_t n : {1, 15, 16, 17, 100, 4096}) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{100}, std::size_t{4096}}) {
     const std::vector<float> p = random_distribution(r, n, 0.2), q = random_distribution(r, n, 0.2);
     const auto ni = static_cast<std::int64_t>(n);
     const double hp = static_cast<double>(entropy_ref(p)), hq = static_cast<double>(entropy_ref(q));

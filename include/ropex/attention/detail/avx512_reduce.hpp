@@ -37,9 +37,11 @@
 ROPEX_BEGIN_TARGET_AVX512
 // GCC 12's wrappers (cvtps_pd, extractf64x4, min_ps, ...) start from _mm512_undefined_*(), which
 // -W(maybe-)uninitialized reports once inlined; every lane they return is defined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace ropex::detail::avx512 {
 
 // 16 float lanes -> two 8-lane double accumulators, exactly.
@@ -203,6 +205,8 @@ inline pair_sums js_sums(const float* p, const float* q, float a, float b, std::
 }
 
 }  // namespace ropex::detail::avx512
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 #endif

@@ -18,9 +18,11 @@
 ROPEX_BEGIN_TARGET_AVX512
 // GCC 12's wrappers start from _mm512_undefined_*(), which -W(maybe-)uninitialized reports once
 // inlined; every lane they return is defined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace ropex::detail::avx512 {
 
 // exp(x - max) lane by lane; NaN stays NaN, d < -104 (and -inf) gives 0.
@@ -93,6 +95,8 @@ inline void softmax_row(const float* x, float* y, std::int64_t n) {
 }
 
 }  // namespace ropex::detail::avx512
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 #endif
