@@ -1,5 +1,5 @@
 // Bad calls throw std::invalid_argument naming the field, and leave the buffer untouched.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <limits>
@@ -9,7 +9,6 @@
 
 using namespace ropex;
 using ropex_test::require_rejected;
-using Catch::Matchers::Contains;
 
 namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -77,8 +76,8 @@ TEST_CASE("apply rejects bad sizes, pointers and positions before writing", "[ba
   require_rejected(x, [&] { re.apply(x.data(), 3, 2, p.data(), table); }, "positions[2]");
   const cos_sin_table other = rotary_embedding(rope_config{64, 32}, plain{}).make_table(4);
   require_rejected(x, [&] { re.apply(x.data(), 3, 2, p.data(), other); }, "table");
-  REQUIRE_THROWS_WITH(re.make_table(-1), Contains("positions"));
-  REQUIRE_THROWS_WITH(rotary_embedding(rope_config{64}, plain{}, -1), Contains("seq_len"));
+  REQUIRE_THROWS_WITH(re.make_table(-1), contains_text("positions"));
+  REQUIRE_THROWS_WITH(rotary_embedding(rope_config{64}, plain{}, -1), contains_text("seq_len"));
   // Empty calls are fine with null pointers.
   REQUIRE_NOTHROW(re.apply(static_cast<float*>(nullptr), 0, 2, nullptr));
   REQUIRE_NOTHROW(re.apply(static_cast<float*>(nullptr), 3, 0, p.data()));

@@ -32,7 +32,7 @@
 #include <variant>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <ropex/ropex.hpp>
 
@@ -817,7 +817,7 @@ namespace {
 
 // Matches when the message names `field` as a whole word: not followed by [A-Za-z0-9_.[], so
 // "yarn.mscale" does not match a message about "yarn.mscale_all_dim".
-class names_field : public Catch::MatcherBase<std::string> {
+class names_field : public ropex_test::string_matcher {
  public:
   explicit names_field(std::string field) : field_(std::move(field)) {}
   bool match(const std::string& what) const override {

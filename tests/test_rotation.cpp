@@ -1,5 +1,5 @@
 // The rotation against the closed form, and the algebraic properties RoPE must keep.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <ropex/ropex.hpp>
 
 #include "reference.hpp"

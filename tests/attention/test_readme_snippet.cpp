@@ -1,5 +1,5 @@
 // The README / docs/attention.md snippet, compiled and checked so it cannot rot.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <vector>

@@ -1,5 +1,5 @@
 // The SVG writer of tools/ropex-study (svg_plot.hpp).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <limits>

@@ -1,7 +1,7 @@
 // The vector logarithm and exponential behind entropy / KL / JS and softmax, held to the bounds in
 // their headers against long double over dense float sweeps; every row length 1..67 (vector bodies,
 // pairs and masked / scalar tails) for the reductions and softmax; masked rows and 1e4 logits.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // robustness: every truncation and every single-byte corruption of a valid file either parses
 // or throws ropex::gguf::format_error / std::invalid_argument -- never anything else, never an
 // out-of-bounds read (run under -fsanitize=address,undefined to see the latter).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -54,7 +54,7 @@ void require_format_error(F&& f, const std::string& contains) {
   try {
     f();
   } catch (const format_error& e) {
-    CHECK_THAT(e.what(), Catch::Contains(contains));
+    CHECK_THAT(e.what(), contains_text(contains));
     return;
   }
   FAIL("no ropex::gguf::format_error thrown (expected one mentioning \"" << contains << "\")");
@@ -158,7 +158,7 @@ TEST_CASE("gguf: llama is interleaved, key_length and dimension_count give parti
   CHECK(m.config.base == 10000.0);  // llama.cpp default when rope.freq_base is absent
   CHECK(std::holds_alternative<ropex::plain>(m.policy));
   REQUIRE(m.notes.size() == 1);
-  CHECK_THAT(m.notes[0], Catch::Contains("rope_freqs"));
+  CHECK_THAT(m.notes[0], contains_text("rope_freqs"));
   ropex::import_options o;
   o.layout = ropex::layout::half;
   CHECK(ropex::parse_gguf(bytes.data(), bytes.size(), o).config.layout == ropex::layout::half);

@@ -7,7 +7,7 @@
 // base <= 1e7), then at most ~6 further roundings (divide by s, the blend). So every inv_freq
 // is within ~3e-15 relative of the exact value; kTol = 1e-13 leaves a wide margin while still
 // catching any wrong formula (those differ by >= 1e-4 relative).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -77,7 +77,7 @@ void require_error(const std::string& json, const std::string& path, const ropex
   try {
     (void)ropex::parse_hf_config(json, o);
   } catch (const std::invalid_argument& e) {
-    CHECK_THAT(e.what(), Catch::Contains(path));
+    CHECK_THAT(e.what(), contains_text(path));
     return;
   }
   FAIL("no std::invalid_argument thrown");
@@ -352,10 +352,10 @@ TEST_CASE("hf: transformers v5 rope_parameters layouts", "[import][hf]") {
     REQUIRE(m.axes.has_value());
     CHECK(m.axes->assignment == ropex::axis_assignment::interleaved);
     CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("[24, 20, 19]")),
-                      Catch::Contains("text_config.rope_scaling.mrope_section"));
+                      contains_text("text_config.rope_scaling.mrope_section"));
     CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("[24, -20, 20]")),
-                      Catch::Contains("text_config.rope_scaling.mrope_section[1]"));
-    CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("\"x\"")), Catch::Contains("mrope_section"));
+                      contains_text("text_config.rope_scaling.mrope_section[1]"));
+    CHECK_THROWS_WITH(ropex::parse_hf_config(qwen3vl("\"x\"")), contains_text("mrope_section"));
   }
 }
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <nlohmann/json.hpp>
 
 #include <ropex/ropex.hpp>
@@ -338,7 +338,7 @@ void expect_rejected(const onnx_case& k, const std::string& field) {
   sin.resize(sin.size() + 256, 0.75f);
   const std::vector<float> out_before = out, x_before = x;
   CHECK_THROWS_AS(run<float>(k, x.data(), cos.data(), sin.data(), out.data()), std::invalid_argument);
-  CHECK_THROWS_WITH(run<float>(k, x.data(), cos.data(), sin.data(), out.data()), Catch::Contains(field));
+  CHECK_THROWS_WITH(run<float>(k, x.data(), cos.data(), sin.data(), out.data()), contains_text(field));
   CHECK(out == out_before);
   CHECK(x == x_before);
   CHECK_THROWS_AS(run<float>(k, x.data(), cos.data(), sin.data(), x.data()), std::invalid_argument);
@@ -347,7 +347,7 @@ void expect_rejected(const onnx_case& k, const std::string& field) {
   std::vector<ropex::float16> h = to_storage<ropex::float16>(x), hc = to_storage<ropex::float16>(cos),
                               hs = to_storage<ropex::float16>(sin);
   const std::vector<ropex::float16> h_before = h;
-  CHECK_THROWS_WITH(run<ropex::float16>(k, h.data(), hc.data(), hs.data(), h.data()), Catch::Contains(field));
+  CHECK_THROWS_WITH(run<ropex::float16>(k, h.data(), hc.data(), hs.data(), h.data()), contains_text(field));
   for (std::size_t i = 0; i < h.size(); ++i) CHECK(same_bits(h[i], h_before[i]));
 }
 
