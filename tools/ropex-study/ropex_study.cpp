@@ -21,6 +21,9 @@
 
 #include "svg_plot.hpp"
 #include "synthetic.hpp"
+#ifdef ROPEX_STUDY_MODEL
+#include "model_study.hpp"
+#endif
 
 namespace {
 
@@ -62,6 +65,15 @@ usage: ropex-study [options]
   --studies LIST       which of 1..6 to run (default all)
   --out DIR            output directory for CSV and SVG (default ropex-study-out)
   --help               this text
+
+on a checkpoint (Hugging Face directory: config.json, model.safetensors, tokenizer.json)
+  ropex-study logits --model DIR --tokens 1,2,3     prints {"logits": [[...], ...]}
+  ropex-study --model DIR [--policies LIST] [--factors 1,2,4,8,16] [--pretrained N]
+              [--text FILE | --tokens-file FILE] [--depths 0,25,50,75,100]
+              [--passkey-trials N] [--threads N] [--seed S] [--out DIR]
+      measured perplexity, attention entropy per layer, JS divergence vs plain RoPE at the
+      pretrained length, and passkey accuracy by depth (with tokenizer.json); policies from
+      original, plain, linear, ntk, dynamic, yarn, yarn-no-temperature, llama3
 
 studies
   1 decay      RoFormer long-term-decay bound (1/(d/2)) sum_j |S_j| vs distance, per policy
@@ -678,8 +690,48 @@ void study_encodings(const options& o, output& out) {
 
 }  // namespace
 
+#ifdef ROPEX_STUDY_MODEL
+// `--model DIR ...`: the measured studies (model_study.hpp).
+int run_model(int argc, char** argv) {
+  ropex_study::model::model_options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
+    const std::string v = argv[++i];
+    auto ints = [&] {
+      std::vector<std::int64_t> out;
+      for (const std::string& x : split(v)) out.push_back(parse_int(x, a));
+      if (out.empty()) throw std::invalid_argument(a + ": empty");
+      return out;
+    };
+    if (a == "--model") o.dir = v;
+    else if (a == "--policies") o.policies = split(v);
+    else if (a == "--factors") o.factors = ints();
+    else if (a == "--pretrained") o.pretrained = parse_int(v, a);
+    else if (a == "--text") o.text = v;
+    else if (a == "--tokens-file") o.token_file = v;
+    else if (a == "--depths") {
+      o.depths.clear();
+      for (std::int64_t d : ints()) o.depths.push_back(static_cast<int>(std::clamp<std::int64_t>(d, 0, 100)));
+    } else if (a == "--passkey-trials") o.passkey_trials = static_cast<int>(std::max<std::int64_t>(1, parse_int(v, a)));
+    else if (a == "--threads") o.threads = static_cast<int>(std::max<std::int64_t>(1, parse_int(v, a)));
+    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(v, a));
+    else if (a == "--out") o.out = v;
+    else throw std::invalid_argument("unknown option " + a + " (with --model)");
+  }
+  for (std::int64_t f : o.factors)
+    if (f < 1 || f > 1024) throw std::invalid_argument("--factors: each must lie in [1, 1024]");
+  return ropex_study::model::run_model_studies(o);
+}
+#endif
+
 int main(int argc, char** argv) {
   try {
+#ifdef ROPEX_STUDY_MODEL
+    if (argc > 1 && std::string(argv[1]) == "logits") return ropex_study::model::run_logits(argc, argv);
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) == "--model") return run_model(argc, argv);
+#endif
     const options o = parse(argc, argv);
     output out{o.out, {}};
     std::filesystem::create_directories(out.dir);

@@ -1,0 +1,343 @@
+// ropex-study on a checkpoint (Hugging Face directory, include/ropex/model/): the `logits`
+// subcommand and the measured studies of `--model DIR` -- perplexity, attention entropy per
+// layer (mean over heads and query rows, the paper's Algorithm 1), JS divergence of the last
+// query's attention against the original model at the pretrained length (its Table 1), and
+// passkey retrieval by depth (its needle heatmap) when the model directory has a tokenizer.json.
+// Every number is measured on the named model and labelled so.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ropex/model/bpe.hpp>
+#include <ropex/model/forward.hpp>
+
+#include "svg_plot.hpp"
+
+namespace ropex_study::model {
+
+namespace svg = ropex_study::svg;
+
+struct model_options {
+  std::filesystem::path dir;
+  std::vector<std::string> policies = {"plain", "linear", "ntk", "dynamic", "yarn", "yarn-no-temperature", "llama3"};
+  std::vector<std::int64_t> factors = {1, 2, 4, 8, 16};  // context = factor x pretrained
+  std::int64_t pretrained = 0;                            // 0 = config max_position_embeddings
+  std::filesystem::path text;                             // text for perplexity / passkey haystack (tokenizer.json)
+  std::filesystem::path token_file;                       // or token ids
+  std::vector<int> depths = {0, 25, 50, 75, 100};
+  int passkey_trials = 3;
+  int threads = 1;
+  std::uint64_t seed = 42;
+  std::string out = "ropex-study-model";
+};
+
+inline std::string json_float(float v) {
+  if (!std::isfinite(v)) return v > 0 ? "1e999" : v < 0 ? "-1e999" : "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));  // 9 digits round-trip a float
+  return buf;
+}
+
+inline std::vector<std::int64_t> parse_id_list(const std::string& s) {
+  return ropex::parse_token_ids(s, "--tokens");
+}
+
+// A study policy scaled from `pretrained` to `target` tokens; "original" keeps the checkpoint's.
+inline ropex::scaling make_model_policy(const std::string& name, const ropex::transformer_config& c, std::int64_t pretrained,
+                                        std::int64_t target) {
+  const double s = std::max(1.0, static_cast<double>(target) / static_cast<double>(pretrained));
+  if (name == "original") return c.rope.policy;
+  if (name == "plain") return ropex::plain{};
+  if (name == "linear") return ropex::linear{s};
+  if (name == "ntk") return ropex::ntk{s};
+  if (name == "dynamic") return ropex::dynamic_ntk{s, pretrained};
+  if (name == "llama3") return ropex::llama3{s, 1, 4, pretrained};
+  if (name == "yarn" || name == "yarn-no-temperature") {
+    ropex::yarn y;
+    y.factor = s;
+    y.original_max_position = pretrained;
+    if (name != "yarn") y.attention_factor = 1;
+    return y;
+  }
+  throw std::invalid_argument("--policies: unknown policy '" + name +
+                              "' (original, plain, linear, ntk, dynamic, yarn, yarn-no-temperature, llama3)");
+}
+
+// `ropex-study logits --model DIR --tokens 1,2,3 [--policy NAME --factor F] [--tokens-file F]`
+inline int run_logits(int argc, char** argv) {
+  std::filesystem::path dir;
+  std::vector<std::int64_t> tokens;
+  std::string policy = "original";
+  double factor = 1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: ropex-study logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) [--policy NAME --factor F]\n"
+          "prints {\"logits\": [[...], ...]}, one row of vocab_size floats per position\n");
+      return 0;
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
+    const std::string v = argv[++i];
+    if (a == "--model") dir = v;
+    else if (a == "--tokens") tokens = parse_id_list(v);
+    else if (a == "--tokens-file") tokens = ropex::load_token_ids(v);
+    else if (a == "--policy") policy = v;
+    else if (a == "--factor") factor = std::stod(v);
+    else throw std::invalid_argument("unknown option " + a);
+  }
+  if (dir.empty()) throw std::invalid_argument("--model: required");
+  if (tokens.empty()) throw std::invalid_argument("--tokens: required (at least one id)");
+  const ropex::transformer_model model = ropex::transformer_model::load(dir);
+  const ropex::transformer_forward forward(model);
+  ropex::kv_cache cache(model.config);
+  ropex::forward_options o;
+  const std::int64_t pretrained = model.config.rope.max_position > 0 ? model.config.rope.max_position : 2048;
+  if (policy != "original")
+    o.policy = make_model_policy(policy, model.config, pretrained, static_cast<std::int64_t>(std::llround(factor * static_cast<double>(pretrained))));
+  const auto r = forward.run(tokens, cache, o);
+  std::string out = "{\"logits\": [";
+  for (Eigen::Index t = 0; t < r.logits.rows(); ++t) {
+    out += t ? ",\n  [" : "\n  [";
+    for (Eigen::Index v = 0; v < r.logits.cols(); ++v) out += (v ? ", " : "") + json_float(r.logits(t, v));
+    out += "]";
+  }
+  out += "\n]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+// ---- the studies --------------------------------------------------------------------------------
+
+struct study_output {
+  std::filesystem::path dir;
+  std::vector<std::string> written;
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream f(dir / name);
+    if (!f) throw std::runtime_error("cannot write " + (dir / name).string());
+    f << text;
+    written.push_back((dir / name).string());
+  }
+};
+
+// Mean negative log-likelihood (nats) of tokens[1..] given their prefixes, from all-row logits.
+inline double mean_nll(const ropex::row_matrix_f& logits, const std::vector<std::int64_t>& tokens) {
+  double total = 0;
+  for (Eigen::Index t = 0; t + 1 < logits.rows(); ++t) {
+    const auto row = logits.row(t);
+    const double max = row.maxCoeff();
+    double sum = 0;
+    for (Eigen::Index v = 0; v < row.size(); ++v) sum += std::exp(static_cast<double>(row(v)) - max);
+    total += max + std::log(sum) - row(tokens[static_cast<std::size_t>(t + 1)]);
+  }
+  return total / static_cast<double>(logits.rows() - 1);
+}
+
+inline int run_model_studies(const model_options& o) {
+  const ropex::transformer_model model = ropex::transformer_model::load(o.dir);
+  const ropex::transformer_config& c = model.config;
+  const ropex::transformer_forward forward(model);
+  const std::int64_t pretrained = o.pretrained > 0 ? o.pretrained : c.rope.max_position;
+  if (pretrained < 2) throw std::invalid_argument("--pretrained: needed (config.json has no max_position_embeddings)");
+  const std::string model_name = o.dir.filename().empty() ? o.dir.parent_path().filename().string() : o.dir.filename().string();
+
+  // The token stream: text through tokenizer.json, a token-id file, or seeded random ids.
+  std::optional<ropex::bpe_tokenizer> tokenizer;
+  if (std::filesystem::exists(o.dir / "tokenizer.json")) tokenizer = ropex::bpe_tokenizer::load(o.dir / "tokenizer.json");
+  std::vector<std::int64_t> stream;
+  std::string source;
+  if (!o.token_file.empty()) {
+    stream = ropex::load_token_ids(o.token_file);
+    source = "token ids " + o.token_file.filename().string();
+  } else if (!o.text.empty()) {
+    if (!tokenizer) throw std::invalid_argument("--text: the model directory has no tokenizer.json (use --tokens-file)");
+    std::ifstream in(o.text, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + o.text.string());
+    std::ostringstream s;
+    s << in.rdbuf();
+    stream = tokenizer->encode(s.str());
+    source = "text " + o.text.filename().string();
+  }
+  const std::int64_t longest = pretrained * *std::max_element(o.factors.begin(), o.factors.end());
+  if (stream.empty()) {
+    std::mt19937_64 rng(o.seed);
+    std::uniform_int_distribution<std::int64_t> pick(0, c.vocab_size - 1);
+    stream.resize(static_cast<std::size_t>(longest));
+    for (auto& t : stream) t = pick(rng);
+    source = "uniform random token ids (seed " + std::to_string(o.seed) + "): a pipeline check, not language";
+  }
+  for (const std::int64_t t : stream)
+    if (t < 0 || t >= c.vocab_size) throw std::invalid_argument("token stream: id " + std::to_string(t) + " outside the vocabulary");
+
+  study_output out{o.out, {}};
+  std::filesystem::create_directories(out.dir);
+  const std::string label = "measured on " + model_name + " (" + c.model_type + ", " + std::to_string(c.layers) +
+                            " layers), pretrained " + std::to_string(pretrained) + " tokens; " + source;
+  std::printf("ropex-study --model: %s\n", label.c_str());
+  ropex::forward_options base;
+  base.threads = o.threads;
+
+  // [1] perplexity and [2] entropy per layer, one pass per (policy, length).
+  std::ostringstream ppl_csv, ent_csv;
+  ppl_csv << "policy,length,factor,perplexity\n";
+  ent_csv << "policy,length,layer,entropy_nats\n";
+  svg::line_plot ppl_plot, ent_plot;
+  ppl_plot.title = "Perplexity vs context length";
+  ent_plot.title = "Attention entropy (mean over layers, heads, rows) vs context";
+  ppl_plot.subtitle = ent_plot.subtitle = label;
+  ppl_plot.x_label = ent_plot.x_label = "context length (tokens)";
+  ppl_plot.y_label = "perplexity";
+  ent_plot.y_label = "entropy (nats)";
+  ppl_plot.log2_x = ent_plot.log2_x = true;
+  std::printf("\n[1] perplexity / [2] mean attention entropy (nats)\n%-22s", "policy");
+  for (std::int64_t f : o.factors) std::printf("%16lld", static_cast<long long>(f * pretrained));
+  std::printf("\n");
+  for (const std::string& name : o.policies) {
+    svg::series ps{name, {}, {}}, es{name, {}, {}};
+    std::printf("%-22s", name.c_str());
+    for (std::int64_t f : o.factors) {
+      const std::int64_t length = f * pretrained;
+      if (length > static_cast<std::int64_t>(stream.size())) {
+        std::printf("%16s", "(short text)");
+        continue;
+      }
+      const std::vector<std::int64_t> tokens(stream.begin(), stream.begin() + length);
+      ropex::kv_cache cache(c);
+      ropex::forward_options fo = base;
+      fo.policy = make_model_policy(name, c, pretrained, length);
+      fo.layer_entropy = true;
+      const auto r = forward.run(tokens, cache, fo);
+      const double ppl = std::exp(mean_nll(r.logits, tokens));
+      double mean_entropy = 0;
+      for (std::size_t l = 0; l < r.layer_entropy.size(); ++l) {
+        ent_csv << name << ',' << length << ',' << l << ',' << r.layer_entropy[l] << '\n';
+        mean_entropy += r.layer_entropy[l] / static_cast<double>(r.layer_entropy.size());
+      }
+      ppl_csv << name << ',' << length << ',' << f << ',' << ppl << '\n';
+      ps.x.push_back(static_cast<double>(length)), ps.y.push_back(ppl);
+      es.x.push_back(static_cast<double>(length)), es.y.push_back(mean_entropy);
+      std::printf("%9.3f /%5.2f", ppl, mean_entropy);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    ppl_plot.lines.push_back(ps);
+    ent_plot.lines.push_back(es);
+  }
+  ppl_plot.x_references = ent_plot.x_references = {{static_cast<double>(pretrained), "pretrained"}};
+  out.write("model-perplexity.csv", ppl_csv.str());
+  out.write("model-perplexity.svg", svg::render(ppl_plot));
+  out.write("model-entropy.csv", ent_csv.str());
+  out.write("model-entropy.svg", svg::render(ent_plot));
+
+  // [3] JS divergence at the pretrained length: the last query's attention, every layer and
+  // head, under each policy configured for factor f, against the original (plain) model.
+  {
+    const std::vector<std::int64_t> tokens(stream.begin(), stream.begin() + std::min<std::int64_t>(pretrained, static_cast<std::int64_t>(stream.size())));
+    const std::int64_t last = static_cast<std::int64_t>(tokens.size()) - 1;
+    auto attention_of = [&](const ropex::scaling& p) {
+      ropex::kv_cache cache(c);
+      ropex::forward_options fo = base;
+      fo.policy = p;
+      fo.all_logits = false;
+      fo.capture = ropex::attention_request{{}, {}, {last}};
+      return forward.run(tokens, cache, fo).attention;
+    };
+    const auto reference = attention_of(ropex::plain{});
+    std::ostringstream js_csv;
+    js_csv << "policy,factor,layer,js_nats\n";
+    std::printf("\n[3] JS divergence vs plain RoPE at the pretrained length (mean over layers and heads, nats)\n%-22s", "policy");
+    for (std::int64_t f : o.factors) std::printf("%12lldx", static_cast<long long>(f));
+    std::printf("\n");
+    for (const std::string& name : o.policies) {
+      std::printf("%-22s", name.c_str());
+      for (std::int64_t f : o.factors) {
+        const auto rows = attention_of(make_model_policy(name, c, pretrained, f * pretrained));
+        std::vector<double> per_layer(static_cast<std::size_t>(c.layers), 0.0);
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          per_layer[static_cast<std::size_t>(rows[i].layer)] +=
+              ropex::js_divergence(rows[i].probs.data(), reference[i].probs.data(), static_cast<std::int64_t>(rows[i].probs.size())) /
+              static_cast<double>(c.heads);
+        double mean = 0;
+        for (std::size_t l = 0; l < per_layer.size(); ++l) {
+          js_csv << name << ',' << f << ',' << l << ',' << per_layer[l] << '\n';
+          mean += per_layer[l] / static_cast<double>(per_layer.size());
+        }
+        std::printf("%13.5f", mean);
+      }
+      std::printf("\n");
+    }
+    out.write("model-js.csv", js_csv.str());
+  }
+
+  // [4] passkey retrieval by depth (needs the tokenizer): greedy decoding after the question.
+  if (tokenizer) {
+    std::ostringstream pk_csv;
+    pk_csv << "policy,length,depth_percent,accuracy\n";
+    std::mt19937_64 rng(o.seed + 7);
+    std::printf("\n[4] passkey accuracy by depth (%d trials per cell)\n", o.passkey_trials);
+    for (const std::string& name : o.policies) {
+      svg::heatmap map;
+      map.title = "Passkey retrieval: " + name;
+      map.subtitle = label;
+      map.x_label = "context length";
+      map.y_label = "needle depth";
+      map.colour_label = "accuracy";
+      for (std::int64_t f : o.factors) map.columns.push_back(std::to_string(f * pretrained));
+      for (int d : o.depths) map.rows.push_back(std::to_string(d) + "%");
+      map.value.assign(o.depths.size() * o.factors.size(), std::nan(""));
+      for (std::size_t di = 0; di < o.depths.size(); ++di)
+        for (std::size_t fi = 0; fi < o.factors.size(); ++fi) {
+          const std::int64_t length = o.factors[fi] * pretrained;
+          int correct = 0;
+          for (int trial = 0; trial < o.passkey_trials; ++trial) {
+            const std::string key = std::to_string(std::uniform_int_distribution<int>(10000, 99999)(rng));
+            const auto needle = tokenizer->encode(" The pass key is " + key + ". Remember it. ");
+            const auto question = tokenizer->encode(" What is the pass key? The pass key is");
+            const std::int64_t fill = length - static_cast<std::int64_t>(needle.size() + question.size());
+            if (fill < 0 || fill > static_cast<std::int64_t>(stream.size())) continue;
+            const std::int64_t at = fill * o.depths[di] / 100;
+            std::vector<std::int64_t> prompt(stream.begin(), stream.begin() + at);
+            prompt.insert(prompt.end(), needle.begin(), needle.end());
+            prompt.insert(prompt.end(), stream.begin() + at, stream.begin() + fill);
+            prompt.insert(prompt.end(), question.begin(), question.end());
+            ropex::kv_cache cache(c);
+            ropex::forward_options fo = base;
+            fo.policy = make_model_policy(name, c, pretrained, length);
+            fo.all_logits = false;
+            auto r = forward.run(prompt, cache, fo);
+            std::vector<std::int64_t> answer;
+            for (std::size_t step = 0; step < key.size() + 2; ++step) {
+              Eigen::Index best = 0;
+              r.logits.row(0).maxCoeff(&best);
+              answer.push_back(best);
+              r = forward.run({best}, cache, fo);
+            }
+            const std::string text = tokenizer->decode(answer);
+            correct += text.find(key) != std::string::npos && text.find(key) <= 1;
+          }
+          const double acc = static_cast<double>(correct) / o.passkey_trials;
+          map.value[di * o.factors.size() + fi] = acc;
+          pk_csv << name << ',' << length << ',' << o.depths[di] << ',' << acc << '\n';
+        }
+      out.write("model-passkey-" + name + ".svg", svg::render(map));
+      std::printf("  %s done\n", name.c_str());
+    }
+    out.write("model-passkey.csv", pk_csv.str());
+  } else {
+    std::printf("\n[4] passkey: skipped (no tokenizer.json in %s)\n", o.dir.string().c_str());
+  }
+  std::printf("\nwrote %zu files to %s\n", out.written.size(), o.out.c_str());
+  return 0;
+}
+
+}  // namespace ropex_study::model
