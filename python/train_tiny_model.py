@@ -8,6 +8,9 @@ SwiGLU, GQA, optionally tied embeddings), so ropex's loader, transformers and ll
 read it alike. Tasks, mixed per batch:
   lm       next-byte prediction on real text from a Debian package (default: the licence texts of
            base-files, /usr/share/common-licenses);
+  copy     induction warm-up: a random 8-24 character string placed in the text and repeated
+           later; the loss on the repeat (x --answer-weight) rewards copying what followed an
+           earlier match, the mechanism passkey retrieval needs (Olsson et al. 2022);
   passkey  the same text as haystack with " The pass key is NNNNN. Remember it. " at a random
            depth and " What is the pass key? The pass key is NNNNN." at the end; the loss covers
            the whole sequence, with --answer-weight extra weight on the key's digits.
@@ -218,10 +221,29 @@ def passkey_example(text, n, rng, depth=None):
     return list(seq), weights, len(seq) - len(answer), key
 
 
-def batch(text, n, size, passkey_fraction, answer_weight, rng):
+def copy_example(text, n, rng):
+    """(ids, weights): text with a random string at a random place and again near the end."""
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789"
+    k = rng.randint(8, 24)
+    s = bytes(rng.choice(alphabet) for _ in range(k))
+    fill = n - 2 * k - 2
+    start = rng.randint(0, len(text) - fill - 1)
+    hay = text[start:start + fill]
+    at = rng.randint(0, max(0, fill - 8))
+    seq = hay[:at] + b" " + s + hay[at:] + b" " + s
+    w = [1.0] * len(seq)
+    return list(seq), w, len(seq) - k
+
+
+def batch(text, n, size, passkey_fraction, answer_weight, rng, copy_fraction=0.0):
     ids, weights = [], []
     for _ in range(size):
-        if rng.random() < passkey_fraction:
+        r = rng.random()
+        if r < copy_fraction:
+            seq, w, repeat_at = copy_example(text, n + 1, rng)
+            for i in range(repeat_at + 1, len(seq)):  # the first character of the repeat is a guess
+                w[i] = answer_weight
+        elif r < copy_fraction + passkey_fraction:
             seq, w, answer_at, _ = passkey_example(text, n + 1, rng)
             for i in range(answer_at, answer_at + 5):
                 w[i] = answer_weight
@@ -279,7 +301,8 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--passkey-fraction", type=float, default=0.5)
+    ap.add_argument("--passkey-fraction", type=float, default=0.3)
+    ap.add_argument("--copy-fraction", type=float, default=0.3)
     ap.add_argument("--answer-weight", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
@@ -330,7 +353,7 @@ def main():
             lr = a.lr * min(1.0, (step + 1) / a.warmup) * 0.5 * (1 + math.cos(math.pi * step / total))
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y, w = batch(train, n, a.batch, a.passkey_fraction, a.answer_weight, rng)
+            x, y, w = batch(train, n, a.batch, a.passkey_fraction, a.answer_weight, rng, a.copy_fraction)
             loss_all = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1), reduction="none")
             loss = (loss_all * w.reshape(-1)).sum() / w.sum()
             opt.zero_grad()

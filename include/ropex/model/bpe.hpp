@@ -449,9 +449,9 @@ class bpe_tokenizer {
     const auto& table = detail::bpe::byte_to_code_point();
     for (const std::string& piece : pre_tokenize(text)) {
       std::vector<std::string> symbols;
-      for (unsigned char b : piece) {
+      for (const char ch : piece) {
         std::string s;
-        detail::unicode::append_utf8(s, table[b]);
+        detail::unicode::append_utf8(s, table[static_cast<unsigned char>(ch)]);
         symbols.push_back(std::move(s));
       }
       merge(symbols);
