@@ -43,6 +43,13 @@ if(TARGET ropex_import_hf)
           ${_ropex_component})
   list(APPEND ROPEX_EXPORTED_OPTIONAL_TARGETS import_hf)
 endif()
+if(TARGET ropex_model)  # both of the above plus include/ropex/model/
+  set_target_properties(ropex_model PROPERTIES EXPORT_NAME model)
+  install(TARGETS ropex_model EXPORT ropexModelTargets ${_ropex_component})
+  install(EXPORT ropexModelTargets NAMESPACE ropex:: DESTINATION "${ROPEX_INSTALL_CMAKEDIR}"
+          ${_ropex_component})
+  list(APPEND ROPEX_EXPORTED_OPTIONAL_TARGETS model)
+endif()
 
 configure_package_config_file("${CMAKE_CURRENT_LIST_DIR}/ropexConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/ropexConfig.cmake"
