@@ -110,6 +110,28 @@ TEST_CASE("forward: Mistral sliding window", "[forward]") {
   check_model("mistral", s);
 }
 
+TEST_CASE("forward: Qwen2 sliding window from max_window_layers on", "[forward]") {
+  tiny_spec s;
+  s.model_type = "qwen2";
+  s.sliding_window = 3;
+  s.window_from_layer = 1;
+  check_model("qwen2-window", s);
+}
+
+TEST_CASE("config: layer_types chooses the windowed layers", "[forward]") {
+  tiny_spec s;
+  s.model_type = "qwen2";
+  s.sliding_window = 3;
+  s.window_from_layer = 0;
+  temp_dir dir("layer-types");
+  auto m = write_tiny_model(dir.path, s);
+  m.config["layer_types"] = {"full_attention", "sliding_attention"};
+  const auto c = ropex::transformer_config_from_json(m.config);
+  CHECK(c.sliding_layers == std::vector<bool>{false, true});
+  m.config["layer_types"] = {"full_attention"};
+  CHECK_THROWS_WITH(ropex::transformer_config_from_json(m.config), contains_text("layer_types"));
+}
+
 TEST_CASE("forward: every RoPE policy of config.json", "[forward]") {
   const std::vector<std::pair<std::string, nlohmann::json>> policies = {
       {"linear", {{"rope_type", "linear"}, {"factor", 2.0}}},

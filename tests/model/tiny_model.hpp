@@ -25,6 +25,7 @@ struct tiny_spec {
   int vocab = 37, hidden = 24, inter = 40, layers = 2, heads = 4, kv_heads = 2, head_dim = 0;  // 0 = hidden / heads
   bool tied = false, attention_bias = false;
   std::int64_t sliding_window = 0;
+  int window_from_layer = 0;  // Qwen's max_window_layers
   std::string dtype = "F32";
   nlohmann::json rope_scaling;  // null = none
   double rope_theta = 10000;
@@ -57,7 +58,10 @@ inline tiny_model write_tiny_model(const std::filesystem::path& dir, const tiny_
   if (!s.rope_scaling.is_null()) c["rope_scaling"] = s.rope_scaling;
   if (s.sliding_window) {
     c["sliding_window"] = s.sliding_window;
-    if (s.model_type != "mistral") c["use_sliding_window"] = true;
+    if (s.model_type != "mistral") {
+      c["use_sliding_window"] = true;
+      c["max_window_layers"] = s.window_from_layer;
+    }
   }
   m.config = c;
 
@@ -173,6 +177,7 @@ inline reference_result reference_forward(const tiny_model& m, const std::vector
   r.layer_entropy.assign(static_cast<std::size_t>(s.layers), 0.0);
   for (int l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    const bool windowed = s.sliding_window > 0 && l >= s.window_from_layer;
     matrix_d q(static_cast<std::size_t>(n)), k(static_cast<std::size_t>(n)), v(static_cast<std::size_t>(n));
     for (int t = 0; t < n; ++t) {
       std::vector<double> hn = x[static_cast<std::size_t>(t)];
@@ -196,14 +201,14 @@ inline reference_result reference_forward(const tiny_model& m, const std::vector
         std::vector<double> a(static_cast<std::size_t>(t + 1), 0.0);
         double mx = -1e300, sum = 0;
         for (int j = 0; j <= t; ++j) {
-          if (s.sliding_window && t - j >= s.sliding_window) continue;
+          if (windowed && t - j >= s.sliding_window) continue;
           double dot = 0;
           for (int c = 0; c < d; ++c) dot += q[static_cast<std::size_t>(t)][static_cast<std::size_t>(hd * d + c)] * k[static_cast<std::size_t>(j)][static_cast<std::size_t>(g * d + c)];
           a[static_cast<std::size_t>(j)] = dot * softmax_multiplier / std::sqrt(static_cast<double>(d));
           mx = std::max(mx, a[static_cast<std::size_t>(j)]);
         }
         for (int j = 0; j <= t; ++j) {
-          const bool visible = !(s.sliding_window && t - j >= s.sliding_window);
+          const bool visible = !(windowed && t - j >= s.sliding_window);
           a[static_cast<std::size_t>(j)] = visible ? std::exp(a[static_cast<std::size_t>(j)] - mx) : 0.0;
           sum += a[static_cast<std::size_t>(j)];
         }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,7 @@ struct transformer_config {
   bool mlp_bias = false;      // gate/up/down carry a bias (Llama mlp_bias)
   bool qk_norm = false;       // Qwen3: RMSNorm over head_dim on q and k
   std::int64_t sliding_window = 0;  // 0 = full causal attention; else key j is visible from i when i - j < window
+  std::vector<bool> sliding_layers;  // which layers use the window (empty when sliding_window is 0)
   model_rope rope;            // config, policy, softmax multiplier of the checkpoint
 };
 
@@ -106,8 +108,24 @@ inline transformer_config transformer_config_from_json(const nlohmann::json& roo
   c.mlp_bias = boolean(root, "mlp_bias", false);
   c.qk_norm = qwen3;
   // Mistral applies its window whenever it is set; Qwen2/3 only with use_sliding_window.
+  // Which layers: an explicit `layer_types` list ("sliding_attention" / "full_attention") when
+  // present, else Qwen's rule (layers from max_window_layers on), else all (Mistral).
   const bool window_on = c.model_type == "mistral" || boolean(root, "use_sliding_window", false);
   if (window_on) c.sliding_window = integer(root, "sliding_window", 0, false, 0, std::int64_t{1} << 40);
+  if (c.sliding_window > 0) {
+    const std::int64_t from = c.model_type == "mistral" ? 0 : integer(root, "max_window_layers", 0, false, 0, c.layers);
+    for (std::int64_t l = 0; l < c.layers; ++l) c.sliding_layers.push_back(l >= from);
+    if (const json* types = member(root, "layer_types")) {
+      if (!types->is_array() || static_cast<std::int64_t>(types->size()) != c.layers)
+        fail("layer_types", "must list one type per layer");
+      for (std::size_t l = 0; l < types->size(); ++l) {
+        const json& t = (*types)[l];
+        if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+          fail("layer_types[" + std::to_string(l) + "]", "must be \"sliding_attention\" or \"full_attention\"");
+        c.sliding_layers[l] = t == "sliding_attention";
+      }
+    }
+  }
 
   c.rope = hf_config_from_json(root);
   if (c.rope.config.head_dim != c.head_dim)

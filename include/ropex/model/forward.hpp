@@ -227,6 +227,7 @@ class transformer_forward {
     const transformer_config& c = m_.config;
     const std::int64_t d = c.head_dim, group = c.heads / c.kv_heads, total = start + n;
     const bool capture_layer = o.capture && wanted(o.capture->layers, layer);
+    const bool windowed = c.sliding_window > 0 && c.sliding_layers[static_cast<std::size_t>(layer)];
     const float scale = static_cast<float>(m_.config.rope.softmax_scale_multiplier / std::sqrt(static_cast<double>(d)));
     // Per-head outputs, merged in head order so results do not depend on the thread count.
     std::vector<std::vector<attention_row>> rows(static_cast<std::size_t>(c.heads));
@@ -247,7 +248,7 @@ class transformer_forward {
           const std::int64_t pos = start + r0 + i;
           float* row = scores.row(i).data();
           std::fill(row + pos + 1, row + keys, -std::numeric_limits<float>::infinity());
-          if (c.sliding_window > 0 && pos - c.sliding_window + 1 > 0)
+          if (windowed && pos - c.sliding_window + 1 > 0)
             std::fill(row, row + (pos - c.sliding_window + 1), -std::numeric_limits<float>::infinity());
         }
         softmax_rows(scores.data(), rows_here, keys, scores.outerStride());
