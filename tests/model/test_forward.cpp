@@ -218,7 +218,7 @@ TEST_CASE("forward: the KV cache, chunked calls, threads and last-row logits agr
   CHECK(max_error(r3.logits, ref.logits, static_cast<std::int64_t>(tokens.size()) - 1) < tolerance);
 }
 
-TEST_CASE("forward: bad input names the field; bad checkpoints name the tensor", "[forward]") {
+TEST_CASE("forward: bad input names the field, bad checkpoints name the tensor", "[forward]") {
   tiny_spec s;
   loaded l("errors", s);
   const ropex::transformer_forward fwd(l.model);

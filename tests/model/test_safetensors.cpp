@@ -132,7 +132,7 @@ TEST_CASE("safetensors: inconsistent headers name the field", "[safetensors]") {
   REQUIRE_THROWS_WITH(safetensors_file::from_bytes(huge), contains_text("header length"));
 }
 
-TEST_CASE("safetensors: memory-mapped and read files agree; sharded index", "[safetensors]") {
+TEST_CASE("safetensors: memory-mapped and read files agree, sharded index", "[safetensors]") {
   temp_dir dir("safetensors");
   write_file(dir.path / "model.safetensors", write_safetensors(sample_tensors()));
   const auto mapped = ropex::safetensors_file::open(dir.path / "model.safetensors");
