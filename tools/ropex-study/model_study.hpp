@@ -258,8 +258,15 @@ inline int run_model_studies(const model_options& o) {
     std::printf("\n[3] JS divergence vs plain RoPE at the pretrained length (mean over layers and heads, nats)\n%-22s", "policy");
     for (std::int64_t f : o.factors) std::printf("%12lldx", static_cast<long long>(f));
     std::printf("\n");
+    svg::line_plot js_plot;
+    js_plot.title = "JS divergence vs plain RoPE at the pretrained length (last query)";
+    js_plot.subtitle = label;
+    js_plot.x_label = "scaling factor (policy configured for factor x pretrained)";
+    js_plot.y_label = "JS divergence (nats, mean over layers and heads)";
+    js_plot.log2_x = true;
     for (const std::string& name : o.policies) {
       std::printf("%-22s", name.c_str());
+      svg::series line{name, {}, {}};
       for (std::int64_t f : o.factors) {
         const auto rows = attention_of(make_model_policy(name, c, pretrained, f * pretrained));
         std::vector<double> per_layer(static_cast<std::size_t>(c.layers), 0.0);
@@ -273,10 +280,13 @@ inline int run_model_studies(const model_options& o) {
           mean += per_layer[l] / static_cast<double>(per_layer.size());
         }
         std::printf("%13.5f", mean);
+        line.x.push_back(static_cast<double>(f)), line.y.push_back(mean);
       }
       std::printf("\n");
+      js_plot.lines.push_back(line);
     }
     out.write("model-js.csv", js_csv.str());
+    out.write("model-js.svg", svg::render(js_plot));
   }
 
   // [4] passkey retrieval by depth (needs the tokenizer): greedy decoding after the question.
