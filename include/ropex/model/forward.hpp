@@ -96,7 +96,7 @@ struct forward_options {
   bool all_logits = true;         // false: only the last position's row
   std::optional<attention_request> capture;
   bool layer_entropy = false;     // fill forward_result::layer_entropy
-  int threads = 1;                // threads over heads; 1 runs on the caller's thread
+  int threads = 1;                // threads over heads (attention) and rows (projections); 1 = caller's thread
   std::int64_t query_block = 256;  // query rows per attention block (bounds the scratch)
 };
 
@@ -126,21 +126,16 @@ class transformer_forward {
     for (std::int64_t i = 0; i < n; ++i) x.row(i) = m_.weights.embed_tokens.row(tokens[static_cast<std::size_t>(i)]);
     if (options.layer_entropy) result.layer_entropy.assign(static_cast<std::size_t>(c.layers), 0.0);
 
-    row_matrix_f h, q, attn(n, c.heads * c.head_dim);
+    row_matrix_f h, q, gate, up, attn(n, c.heads * c.head_dim);
     for (std::int64_t layer = 0; layer < c.layers; ++layer) {
       const transformer_layer_weights& w = m_.weights.layers[static_cast<std::size_t>(layer)];
       kv_cache::layer& kv = cache.layers_[static_cast<std::size_t>(layer)];
       rms_norm(x, w.input_norm, h);
-      q.noalias() = h * w.q_proj.transpose();
-      auto k_new = kv.k.middleRows(start, n);
-      auto v_new = kv.v.middleRows(start, n);
-      k_new.noalias() = h * w.k_proj.transpose();
-      v_new.noalias() = h * w.v_proj.transpose();
-      if (w.q_bias.size()) {
-        q.rowwise() += w.q_bias;
-        k_new.rowwise() += w.k_bias;
-        v_new.rowwise() += w.v_bias;
-      }
+      const int t = options.threads;
+      q.resize(n, c.heads * c.head_dim);
+      linear(h, w.q_proj, w.q_bias, q, false, t);
+      linear(h, w.k_proj, w.k_bias, kv.k.middleRows(start, n), false, t);
+      linear(h, w.v_proj, w.v_bias, kv.v.middleRows(start, n), false, t);
       if (c.qk_norm) {
         head_rms_norm(q.data(), n * c.heads, w.q_norm);
         head_rms_norm(kv.k.data() + start * cache.width_, n * c.kv_heads, w.k_norm);
@@ -150,19 +145,16 @@ class transformer_forward {
 
       attend(layer, q, kv, start, n, options, attn, result);
 
-      x.noalias() += attn * w.o_proj.transpose();
-      if (w.o_bias.size()) x.rowwise() += w.o_bias;
+      linear(attn, w.o_proj, w.o_bias, x, true, t);
       rms_norm(x, w.post_attention_norm, h);
-      row_matrix_f gate = h * w.gate_proj.transpose(), up = h * w.up_proj.transpose();
-      if (w.gate_bias.size()) {
-        gate.rowwise() += w.gate_bias;
-        up.rowwise() += w.up_bias;
-      }
+      gate.resize(n, c.intermediate_size);
+      up.resize(n, c.intermediate_size);
+      linear(h, w.gate_proj, w.gate_bias, gate, false, t);
+      linear(h, w.up_proj, w.up_bias, up, false, t);
       // SiLU(g) * u; silu(g) = g / (1 + e^-g).
       gate = gate.array() / (1.0f + (-gate.array()).exp());
       gate.array() *= up.array();
-      x.noalias() += gate * w.down_proj.transpose();
-      if (w.down_bias.size()) x.rowwise() += w.down_bias;
+      linear(gate, w.down_proj, w.down_bias, x, true, t);
     }
     cache.size_ = total;
     if (options.layer_entropy)
@@ -170,7 +162,8 @@ class transformer_forward {
 
     const std::int64_t first = options.all_logits ? 0 : n - 1;
     rms_norm(x.middleRows(first, n - first), m_.weights.final_norm, h);
-    result.logits.noalias() = h * m_.weights.output_matrix().transpose();
+    result.logits.resize(n - first, c.vocab_size);
+    linear(h, m_.weights.output_matrix(), Eigen::RowVectorXf(), result.logits, false, options.threads);
     return result;
   }
 
@@ -195,6 +188,28 @@ class transformer_forward {
       for (std::int64_t p : o.capture->positions)
         if (p < 0) detail::fail("options.capture.positions", "holds a negative position");
     }
+  }
+
+  // out = in W^T + bias (or out += ...), HF nn.Linear; rows split over `threads`. The split
+  // changes which Eigen kernel handles a row, so results depend on the thread count in the last
+  // bits only.
+  static void linear(const Eigen::Ref<const row_matrix_f>& in, const row_matrix_f& w, const Eigen::RowVectorXf& bias,
+                     Eigen::Ref<row_matrix_f> out, bool accumulate, int threads) {
+    auto rows = [&](Eigen::Index begin, Eigen::Index end) {
+      auto o = out.middleRows(begin, end - begin);
+      if (accumulate) o.noalias() += in.middleRows(begin, end - begin) * w.transpose();
+      else o.noalias() = in.middleRows(begin, end - begin) * w.transpose();
+      if (bias.size()) o.rowwise() += bias;
+    };
+    // At least 16 rows per thread: below that a thread costs more than it saves.
+    const Eigen::Index n = in.rows();
+    const Eigen::Index parts = std::min<Eigen::Index>(threads, n / 16);
+    if (parts <= 1) return rows(0, n);
+    std::vector<std::thread> pool;
+    const Eigen::Index step = (n + parts - 1) / parts;
+    for (Eigen::Index b = step; b < n; b += step) pool.emplace_back(rows, b, std::min(n, b + step));
+    rows(0, std::min(n, step));
+    for (std::thread& th : pool) th.join();
   }
 
   void rms_norm(const Eigen::Ref<const row_matrix_f>& in, const Eigen::RowVectorXf& weight, row_matrix_f& out) const {
