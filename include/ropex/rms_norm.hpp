@@ -27,15 +27,23 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
 }
 
 // 1 / sqrt(mean(x^2) + eps) of one row, in float. The sum of squares has one fixed order so that
-// every kernel can reproduce it bit for bit: 16 lanes, lane j accumulating channels j, j+16, ...
-// by fused multiply-add, then folded in halves (16 -> 8 -> 4 -> 2 -> 1), as one 512-bit register
-// (or two 256-bit, four 128-bit ones) does it.
+// every kernel can reproduce it bit for bit: 16 lanes, lane j accumulating the rounded squares of
+// channels j, j+16, ..., then folded in halves (16 -> 8 -> 4 -> 2 -> 1), as one 512-bit register
+// (or two 256-bit, four 128-bit ones) does it. Square and sum are rounded separately (no fused
+// multiply-add): the portable build has no FMA instruction, and a library fmaf per value would
+// cost more than the memory traffic.
 template <class T>
 float inverse_rms(const T* x, int head_dim, float eps) {
   float lanes[16] = {};
-  for (int i = 0; i < head_dim; ++i) {
-    const float v = load(x[i]);
-    lanes[i & 15] = std::fma(v, v, lanes[i & 15]);
+  int i = 0;
+  for (; i + 16 <= head_dim; i += 16)  // a fixed-width inner loop the compiler vectorises
+    for (int j = 0; j < 16; ++j) {
+      const float v = load(x[i + j]);
+      lanes[j] += v * v;
+    }
+  for (int j = 0; i + j < head_dim; ++j) {
+    const float v = load(x[i + j]);
+    lanes[j] += v * v;
   }
   for (int width = 8; width >= 1; width /= 2)
     for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
