@@ -134,15 +134,21 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
   detail::validate_positions(positions, q.tokens, "positions");
   detail::validate_slots(slot_mapping, q.tokens, detail::cache_slots(cache), "slot_mapping");
 
-  rope.apply(q, positions);
   // k: copied into a T scratch (the input stays as it was), rotated there by the same kernel, then
-  // converted into the cache.
+  // converted into the cache. When a block holds whole tokens, q's rows of those tokens rotate in
+  // the same call, so cos/sin are formed once for both.
+  const bool whole_tokens = k.heads * d <= detail::fused_scratch_floats;
+  if (!whole_tokens) rope.apply(q, positions);
   alignas(64) T scratch[detail::fused_scratch_floats];
   const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
     for (std::int64_t t = 0; t < block.tokens; ++t)
       for (std::int64_t h = 0; h < block.heads; ++h)
         std::copy_n(block.data + t * block.token_stride + h * block.head_stride, d, scratch + (t * block.heads + h) * d);
-    rope.apply(contiguous_view(scratch, block.tokens, block.heads, d), positions + first);
+    const tensor_view<T> rotated = contiguous_view(scratch, block.tokens, block.heads, d);
+    if (whole_tokens)
+      rope.apply(detail::sub_view(q, first, block.tokens, 0, q.heads), rotated, positions + first);
+    else
+      rope.apply(rotated, positions + first);
     for (std::int64_t t = 0; t < block.tokens; ++t) {
       const std::int64_t slot = slot_mapping[first + t];
       if (slot < 0) continue;
