@@ -328,3 +328,30 @@ TEST_CASE("apply_segments gives each request its own scaling; gaps untouched; ov
       x, [&] { apply_segments(null_rope, 1, contiguous_view(x.data(), tokens, heads, d), positions.data()); },
       "segments[0].rope");
 }
+
+TEST_CASE("fused: README snippet", "[fused][readme]") {
+  const std::int64_t tokens = 2, num_blocks = 2, kv_heads = 8, slot_count = 2;
+  const ropex::rotary_embedding rope(ropex::rope_config{128, 0, 1e6}, ropex::plain{});
+  std::vector<float> q_data = random_floats(std::size_t(tokens * 32 * 128), 81),
+                     k_data = random_floats(std::size_t(tokens * kv_heads * 128), 82),
+                     v_data = random_floats(std::size_t(tokens * kv_heads * 128), 83), weights(128, 1.0f);
+  const auto q = contiguous_view(q_data.data(), tokens, 32, 128);
+  const auto k = contiguous_view(k_data.data(), tokens, kv_heads, 128);
+  const auto v = contiguous_view(v_data.data(), tokens, kv_heads, 128);
+  const float *q_weight = weights.data(), *k_weight = weights.data(), k_scale = 0.02f, v_scale = 0.02f;
+  std::vector<ropex::float8_e4m3> k_cache(std::size_t(num_blocks * 16 * kv_heads * 128)), v_cache(k_cache.size());
+  ropex::float8_e4m3 *k_blocks = k_cache.data(), *v_blocks = v_cache.data();
+  const std::int64_t positions[tokens] = {5, 6}, slot_mapping[tokens] = {17, -1}, slots[slot_count] = {17, 3};
+  // --- snippet begin --- (README.md "Fused operations"; tests/readme_snippet.cmake checks it)
+  // Qwen3: per-head RMSNorm of q and k, then RoPE, in one pass.
+  ropex::norm_rope(rope, q, k, positions, ropex::rms_norm{q_weight, 1e-6}, ropex::rms_norm{k_weight, 1e-6});
+  // Decode step: rotate q, rotate k and store it with v into a paged FP8 cache (negative slot = skip).
+  ropex::kv_cache_view<ropex::float8_e4m3> cache{k_blocks, v_blocks, num_blocks, 16, 8, 128};
+  cache.k_scale = k_scale;
+  cache.v_scale = v_scale;
+  ropex::rope_append_kv(rope, q, k, v, positions, slot_mapping, cache);
+  // Context shift of cached keys, quantized or not: decoded, rotated, re-encoded row by row.
+  ropex::shift_cache(rope, cache, slots, slot_count, -4096);
+  // --- snippet end ---
+  CHECK(std::any_of(k_cache.begin(), k_cache.end(), [](ropex::float8_e4m3 c) { return c.bits != 0; }));
+}
