@@ -28,14 +28,14 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 // y = x / sqrt(mean(x^2) + eps) * w in long double (HF Qwen3RMSNorm / Gemma with 1 + w).
-std::vector<long double> reference_norm(const std::vector<float>& x, int d, const std::vector<float>& w,
+std::vector<long double> reference_norm(const std::vector<float>& x, std::size_t d, const std::vector<float>& w,
                                         bool unit_offset, double eps) {
   std::vector<long double> y(x.size());
-  for (std::size_t row = 0; row < x.size() / std::size_t(d); ++row) {
+  for (std::size_t row = 0; row < x.size() / d; ++row) {
     long double sum = 0;
-    for (int i = 0; i < d; ++i) sum += static_cast<long double>(x[row * d + i]) * x[row * d + i];
-    const long double r = 1 / std::sqrt(sum / d + eps);
-    for (int i = 0; i < d; ++i) {
+    for (std::size_t i = 0; i < d; ++i) sum += static_cast<long double>(x[row * d + i]) * x[row * d + i];
+    const long double r = 1 / std::sqrt(sum / static_cast<long double>(d) + eps);
+    for (std::size_t i = 0; i < d; ++i) {
       const long double weight = w.empty() ? 1.0L : (unit_offset ? 1.0L + w[i] : static_cast<long double>(w[i]));
       y[row * d + i] = x[row * d + i] * r * weight;
     }
@@ -97,7 +97,7 @@ TEST_CASE("norm_rope on float is bit-identical to rms_norm_heads then apply (GQA
         const std::int64_t tokens = 7, kv_heads = 8, row = (q_heads + 2 * kv_heads) * 128;
         const std::vector<float> qkv = random_floats(std::size_t(tokens * row), 23);
         std::vector<std::int64_t> positions(tokens);
-        for (std::int64_t t = 0; t < tokens; ++t) positions[t] = 1000 * t + (std::int64_t{1} << 20);
+        for (std::int64_t t = 0; t < tokens; ++t) positions[std::size_t(t)] = 1000 * t + (std::int64_t{1} << 20);
         std::vector<float> fused = qkv, separate = qkv;
         const auto views = [&](std::vector<float>& buffer) {
           return std::pair{tensor_view<float>{buffer.data(), tokens, q_heads, row, 128},
@@ -171,11 +171,12 @@ TEMPLATE_TEST_CASE("rope_append_kv writes what apply + convert would, for every 
     rope.apply(contiguous_view(k_rotated.data(), tokens, kv_heads, d), positions.data());
     std::vector<bool> written(cache_elements, false);
     for (std::int64_t t = 0; t < tokens; ++t) {
-      if (slots[t] < 0) continue;
+      const std::int64_t slot = slots[std::size_t(t)];
+      if (slot < 0) continue;
       for (std::int64_t h = 0; h < kv_heads; ++h) {
-        const std::int64_t row = detail::cache_row(cache, slots[t], h);
+        const std::int64_t row = detail::cache_row(cache, slot, h);
         for (int i = 0; i < d; ++i) {
-          const std::size_t at = std::size_t(t * kv_heads + h) * d + i;
+          const std::size_t at = std::size_t((t * kv_heads + h) * d + i);
           const C want_k = detail::encode<C>(k_rotated[at], cache.k_scale);
           const C want_v = detail::encode<C>(v[at], cache.v_scale);
           REQUIRE(std::memcmp(&cache_k[std::size_t(row + i)], &want_k, sizeof(C)) == 0);
