@@ -59,6 +59,85 @@ std::string device_name(const dlpack::device& d) {
 
 std::string python_type_name(py::handle h) { return Py_TYPE(h.ptr())->tp_name; }
 
+// torch.Tensor.__dlpack__ is Python code that checks requires_grad, the conjugate bit and the
+// layout, then calls torch.to_dlpack; calling torch.to_dlpack directly after the one check that can
+// apply here (requires_grad: conjugate tensors are complex and sparse ones fail in to_dlpack)
+// halves the cost of a decode-sized call. Only exact torch.Tensor objects take this path.
+// The references are kept for the life of the process (no destructor runs after Python exits).
+struct torch_fast_path {
+  PyObject* tensor_type = nullptr;
+  PyObject* to_dlpack = nullptr;
+};
+
+const torch_fast_path& torch_path() {
+  static torch_fast_path path;
+  if (path.tensor_type == nullptr) {
+    // Only once torch is imported by the user: ropex never imports it itself.
+    PyObject* modules = PyImport_GetModuleDict();
+    PyObject* torch = PyDict_GetItemString(modules, "torch");
+    if (torch != nullptr) {
+      PyObject* type = PyObject_GetAttrString(torch, "Tensor");
+      PyObject* to_dlpack = PyObject_GetAttrString(torch, "to_dlpack");
+      if (type != nullptr && to_dlpack != nullptr && PyType_Check(type)) {
+        path.tensor_type = type;
+        path.to_dlpack = to_dlpack;
+      } else {
+        Py_XDECREF(type);
+        Py_XDECREF(to_dlpack);
+        PyErr_Clear();
+      }
+    }
+  }
+  return path;
+}
+
+bool requires_grad(py::handle source) {
+  static PyObject* const attribute = PyUnicode_InternFromString("requires_grad");
+  PyObject* value = PyObject_GetAttr(source.ptr(), attribute);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const int truth = PyObject_IsTrue(value);
+  Py_DECREF(value);
+  if (truth < 0) PyErr_Clear();
+  return truth > 0;
+}
+
+[[noreturn]] void raise_requires_grad(const char* name) {
+  raise(PyExc_ValueError, std::string(name) +
+                              " requires grad: ropex rotates in place, outside autograd; "
+                              "pass a detached tensor or call under torch.no_grad()");
+}
+
+// The capsule of a DLPack producer (the protocol's __dlpack__, or torch.to_dlpack for a
+// torch.Tensor); a null object when `source` is no producer.
+py::object dlpack_capsule(py::handle source, const char* name, bool written) {
+  const torch_fast_path& torch = torch_path();
+  if (torch.tensor_type != nullptr && Py_TYPE(source.ptr()) == reinterpret_cast<PyTypeObject*>(torch.tensor_type)) {
+    if (written && requires_grad(source)) raise_requires_grad(name);
+#if PY_VERSION_HEX >= 0x03090000
+    PyObject* capsule = PyObject_CallOneArg(torch.to_dlpack, source.ptr());
+#else
+    PyObject* capsule = PyObject_CallFunctionObjArgs(torch.to_dlpack, source.ptr(), nullptr);
+#endif
+    if (capsule == nullptr) {
+      py::error_already_set e;
+      raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+    }
+    return py::reinterpret_steal<py::object>(capsule);
+  }
+  if (!py::hasattr(source, "__dlpack__")) return py::object();
+  try {
+    return source.attr("__dlpack__")();
+  } catch (py::error_already_set& e) {
+    // PyTorch refuses to export a tensor that requires grad; rotating it in place behind autograd's
+    // back would corrupt the gradient, so say what to do instead.
+    if (requires_grad(source)) raise_requires_grad(name);
+    raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+  }
+}
+
 }  // namespace
 
 std::int64_t borrowed_array::size() const {
@@ -90,7 +169,7 @@ void borrowed_array::release() {
   capsule_ = py::object();  // the producer's destructor calls the DLPack deleter
 }
 
-bool borrowed_array::borrow(py::handle source, const char* name) {
+bool borrowed_array::borrow(py::handle source, const char* name, bool written) {
   release();
   if (PyObject_CheckBuffer(source.ptr())) {
     // Read-only requests succeed for read-only arrays too, so writability is reported by name
@@ -126,19 +205,8 @@ bool borrowed_array::borrow(py::handle source, const char* name) {
     return true;
   }
 
-  if (!py::hasattr(source, "__dlpack__")) return false;
-  py::object capsule;
-  try {
-    capsule = source.attr("__dlpack__")();
-  } catch (py::error_already_set& e) {
-    // PyTorch refuses to export a tensor that requires grad; rotating it in place behind autograd's
-    // back would corrupt the gradient, so say what to do instead.
-    if (py::hasattr(source, "requires_grad") && py::bool_(source.attr("requires_grad")))
-      raise(PyExc_ValueError, std::string(name) +
-                                  " requires grad: ropex rotates in place, outside autograd; "
-                                  "pass a detached tensor or call under torch.no_grad()");
-    raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
-  }
+  py::object capsule = dlpack_capsule(source, name, written);
+  if (!capsule) return false;
   auto* managed = static_cast<dlpack::managed_tensor*>(PyCapsule_GetPointer(capsule.ptr(), dlpack::capsule_name));
   if (managed == nullptr) {
     PyErr_Clear();
@@ -169,7 +237,7 @@ bool borrowed_array::borrow(py::handle source, const char* name) {
 }
 
 void borrow_floating(py::handle source, const char* name, borrowed_array& out) {
-  if (!out.borrow(source, name))
+  if (!out.borrow(source, name, true))
     raise(PyExc_TypeError, std::string(name) +
                                " must be a NumPy array or a tensor with __dlpack__ (PyTorch), got " +
                                python_type_name(source));
@@ -181,7 +249,30 @@ void borrow_floating(py::handle source, const char* name, borrowed_array& out) {
 }
 
 positions_ref::positions_ref(py::handle source, const char* name) {
-  if (array_.borrow(source, name) && array_.type == dtype::int64 && array_.c_contiguous() &&
+  // A Python int or a short list of ints (decode) is read without NumPy.
+  if (PyLong_CheckExact(source.ptr()) || ((PyList_CheckExact(source.ptr()) || PyTuple_CheckExact(source.ptr())) &&
+                                          PySequence_Fast_GET_SIZE(source.ptr()) <= static_cast<Py_ssize_t>(small_capacity))) {
+    const bool single = PyLong_CheckExact(source.ptr());
+    const Py_ssize_t n = single ? 1 : PySequence_Fast_GET_SIZE(source.ptr());
+    bool all_ints = true;
+    for (Py_ssize_t i = 0; i < n && all_ints; ++i) {
+      PyObject* item = single ? source.ptr() : PySequence_Fast_GET_ITEM(source.ptr(), i);
+      all_ints = PyLong_CheckExact(item);
+      if (!all_ints) break;
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (overflow != 0)
+        raise(PyExc_ValueError, std::string(name) + " holds an integer outside int64");
+      small_[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
+    }
+    if (all_ints) {
+      data_ = small_.data();
+      size_ = n;
+      ndim_ = single ? 0 : 1;
+      return;
+    }
+  }
+  if (array_.borrow(source, name, false) && array_.type == dtype::int64 && array_.c_contiguous() &&
       reinterpret_cast<std::uintptr_t>(array_.data) % 8 == 0) {
     data_ = static_cast<const std::int64_t*>(array_.data);
     size_ = array_.size();
@@ -202,7 +293,7 @@ positions_ref::positions_ref(py::handle source, const char* name) {
     raise(PyExc_TypeError, std::string(name) + " must hold integers (got " +
                                std::string(py::str(array.attr("dtype"))) + ")");
   converted_ = numpy.attr("ascontiguousarray")(array, numpy.attr("int64"));
-  array_.borrow(converted_, name);
+  array_.borrow(converted_, name, false);
   data_ = static_cast<const std::int64_t*>(array_.data);
   size_ = array_.size();
   ndim_ = array_.ndim;

@@ -40,9 +40,9 @@ class borrowed_array {
   std::string type_name(py::handle source) const;
 
   // Fills *this from `source`; false when `source` offers neither protocol. Errors that concern
-  // the object itself (a CUDA tensor, a tensor requiring grad, an unsupported layout) raise a
-  // ValueError naming `name`.
-  bool borrow(py::handle source, const char* name);
+  // the object itself (a CUDA tensor, an unsupported layout; a tensor requiring grad when it is
+  // to be `written`) raise a ValueError naming `name`.
+  bool borrow(py::handle source, const char* name, bool written);
 
  private:
   void release();
@@ -57,8 +57,9 @@ class borrowed_array {
 // whole number of elements.
 void borrow_floating(py::handle source, const char* name, borrowed_array& out);
 
-// Positions as contiguous int64: NumPy / DLPack int64 arrays are read in place; other integer
-// arrays, sequences and Python ints are converted once (positions are small next to the tensor).
+// Positions as contiguous int64: NumPy / DLPack int64 arrays are read in place, a Python int or a
+// short list of ints is copied to the stack; other integer arrays and sequences are converted once
+// through NumPy (positions are small next to the tensor).
 class positions_ref {
  public:
   positions_ref(py::handle source, const char* name);
@@ -67,8 +68,10 @@ class positions_ref {
   int ndim() const { return ndim_; }
 
  private:
+  static constexpr std::size_t small_capacity = 16;
   borrowed_array array_;
   py::object converted_;
+  std::array<std::int64_t, small_capacity> small_{};
   const std::int64_t* data_ = nullptr;
   std::int64_t size_ = 0;
   int ndim_ = 0;
