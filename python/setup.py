@@ -4,8 +4,9 @@
 
 needs a C++17 compiler, Python headers, pybind11 and setuptools (Debian: python3-dev
 python3-pybind11 python3-setuptools), NumPy, Eigen 3.4 (libeigen3-dev) and nlohmann/json
-(nlohmann-json3-dev). The ropex headers come from ../include. Eigen is looked for in
-$ROPEX_EIGEN_INCLUDE, then through pkg-config, then in /usr/include/eigen3.
+(nlohmann-json3-dev). The ropex headers come from ../include ($ROPEX_INCLUDE_DIR overrides that,
+for a copy of this directory). Eigen is looked for in $ROPEX_EIGEN_INCLUDE, then through
+pkg-config, then in /usr/include/eigen3.
 """
 
 import os
@@ -18,7 +19,7 @@ from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 HERE = Path(__file__).resolve().parent
-INCLUDE = HERE.parent / "include"
+INCLUDE = Path(os.environ.get("ROPEX_INCLUDE_DIR") or HERE.parent / "include").resolve()
 
 
 def eigen_include():
