@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "bindings.hpp"
 #include "dlpack.hpp"
 
 namespace ropex::python {
@@ -50,11 +51,6 @@ std::string device_name(const dlpack::device& d) {
     case dlpack::rocm: return "rocm:" + std::to_string(d.id);
     default: return "device type " + std::to_string(d.type);
   }
-}
-
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw py::error_already_set();
 }
 
 std::string python_type_name(py::handle h) { return Py_TYPE(h.ptr())->tp_name; }
@@ -139,6 +135,11 @@ py::object dlpack_capsule(py::handle source, const char* name, bool written) {
 }
 
 }  // namespace
+
+void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
 
 std::int64_t borrowed_array::size() const {
   std::int64_t n = 1;

@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 
 #include <string>
+#include <utility>
 
 #include <ropex/attention.hpp>
 
@@ -78,24 +79,16 @@ void bind_attention(py::module_& m) {
         return out;
       },
       "p"_a, "bits"_a, "tolerance"_a, "renormalize"_a);
-  m.def(
-      "_kl_rows",
-      [](rows_f p, rows_f q, double tolerance, bool renormalize) {
-        return pair_rows(std::move(p), std::move(q), tolerance, renormalize,
-                         [](const float* a, const float* b, std::int64_t n, const distribution_options& o) {
-                           return kl_divergence(a, b, n, o);
-                         });
-      },
-      "p"_a, "q"_a, "tolerance"_a, "renormalize"_a);
-  m.def(
-      "_js_rows",
-      [](rows_f p, rows_f q, double tolerance, bool renormalize) {
-        return pair_rows(std::move(p), std::move(q), tolerance, renormalize,
-                         [](const float* a, const float* b, std::int64_t n, const distribution_options& o) {
-                           return js_divergence(a, b, n, o);
-                         });
-      },
-      "p"_a, "q"_a, "tolerance"_a, "renormalize"_a);
+  using divergence = double (*)(const float*, const float*, std::int64_t, const distribution_options&);
+  const std::pair<const char*, divergence> divergences[] = {
+      {"_kl_rows", static_cast<divergence>(&kl_divergence)}, {"_js_rows", static_cast<divergence>(&js_divergence)}};
+  for (const auto& [name, function] : divergences)
+    m.def(
+        name,
+        [function = function](rows_f p, rows_f q, double tolerance, bool renormalize) {
+          return pair_rows(std::move(p), std::move(q), tolerance, renormalize, function);
+        },
+        "p"_a, "q"_a, "tolerance"_a, "renormalize"_a);
 }
 
 }  // namespace ropex::python

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include <ropex/ropex.hpp>
 
 namespace ropex::python {
@@ -20,6 +22,12 @@ void bind_attention(py::module_& m);  // attention.cpp: softmax, entropy, diverg
 scaling to_scaling(py::handle policy);
 // The variant as a new Python policy object.
 py::object from_scaling(const scaling& policy);
+
+// Raises the Python exception `type` (TypeError, ValueError) with `message` (arrays.cpp).
+[[noreturn]] void raise(PyObject* type, const std::string& message);
+
+// Python's repr of a float ("4.0", "1.138629436111989"), for the reprs of the bound classes.
+inline std::string float_repr(double v) { return py::repr(py::float_(v)); }
 
 // "half" / "interleaved"; ValueError naming `layout` otherwise.
 ropex::layout to_layout(const std::string& name);

@@ -51,7 +51,7 @@ void bind_import(py::module_& m) {
         return "ModelRope(model_type='" + r.model_type + "', config=" + std::string(py::repr(py::cast(r.config))) +
                ", policy=" + std::string(py::repr(from_scaling(r.policy))) +
                ", max_position=" + std::to_string(r.max_position) +
-               ", softmax_scale_multiplier=" + std::string(py::repr(py::float_(r.softmax_scale_multiplier))) + ")";
+               ", softmax_scale_multiplier=" + float_repr(r.softmax_scale_multiplier) + ")";
       });
 
   m.def(

@@ -12,7 +12,6 @@ namespace ropex::python {
 
 namespace {
 
-std::string number(double v) { return py::repr(py::float_(v)); }
 std::string integer(std::int64_t v) { return std::to_string(v); }
 
 // Policies are checked when they are made, against a head geometry where every policy is legal
@@ -48,33 +47,33 @@ longrope make_longrope(std::vector<double> short_factor, std::vector<double> lon
 
 std::string list(const std::vector<double>& v) {
   std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + number(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + float_repr(v[i]);
   return s + "]";
 }
 
 std::string repr(const plain&) { return "Plain()"; }
-std::string repr(const linear& p) { return "Linear(factor=" + number(p.factor) + ")"; }
-std::string repr(const ntk& p) { return "NTK(factor=" + number(p.factor) + ")"; }
+std::string repr(const linear& p) { return "Linear(factor=" + float_repr(p.factor) + ")"; }
+std::string repr(const ntk& p) { return "NTK(factor=" + float_repr(p.factor) + ")"; }
 std::string repr(const dynamic_ntk& p) {
-  return "DynamicNTK(factor=" + number(p.factor) + ", max_position=" + integer(p.max_position) + ")";
+  return "DynamicNTK(factor=" + float_repr(p.factor) + ", max_position=" + integer(p.max_position) + ")";
 }
 std::string repr(const yarn& p) {
   // beta 0 means HF's default (HF reads them with Python `or`); show what is used.
-  return "Yarn(factor=" + number(p.factor) + ", original_max_position=" + integer(p.original_max_position) +
-         ", beta_fast=" + number(p.beta_fast == 0 ? 32 : p.beta_fast) +
-         ", beta_slow=" + number(p.beta_slow == 0 ? 1 : p.beta_slow) + ", mscale=" + number(p.mscale) +
-         ", mscale_all_dim=" + number(p.mscale_all_dim) + ", attention_factor=" +
-         number(resolved_attention_factor(p)) + ", truncate=" + (p.truncate ? "True" : "False") + ")";
+  return "Yarn(factor=" + float_repr(p.factor) + ", original_max_position=" + integer(p.original_max_position) +
+         ", beta_fast=" + float_repr(p.beta_fast == 0 ? 32 : p.beta_fast) +
+         ", beta_slow=" + float_repr(p.beta_slow == 0 ? 1 : p.beta_slow) + ", mscale=" + float_repr(p.mscale) +
+         ", mscale_all_dim=" + float_repr(p.mscale_all_dim) + ", attention_factor=" +
+         float_repr(resolved_attention_factor(p)) + ", truncate=" + (p.truncate ? "True" : "False") + ")";
 }
 std::string repr(const llama3& p) {
-  return "Llama3(factor=" + number(p.factor) + ", low_freq_factor=" + number(p.low_freq_factor) +
-         ", high_freq_factor=" + number(p.high_freq_factor) +
+  return "Llama3(factor=" + float_repr(p.factor) + ", low_freq_factor=" + float_repr(p.low_freq_factor) +
+         ", high_freq_factor=" + float_repr(p.high_freq_factor) +
          ", original_max_position=" + integer(p.original_max_position) + ")";
 }
 std::string repr(const longrope& p) {
   return "LongRoPE(short_factor=" + list(p.short_factor) + ", long_factor=" + list(p.long_factor) +
-         ", factor=" + number(p.factor) + ", original_max_position=" + integer(p.original_max_position) +
-         ", attention_factor=" + number(resolved_attention_factor(p)) + ")";
+         ", factor=" + float_repr(p.factor) + ", original_max_position=" + integer(p.original_max_position) +
+         ", attention_factor=" + float_repr(resolved_attention_factor(p)) + ")";
 }
 
 // repr() of each bound policy, and equality as values (repr lists every field).
@@ -107,11 +106,9 @@ scaling to_scaling(py::handle policy) {
   if (py::isinstance<yarn>(policy)) return policy.cast<yarn>();
   if (py::isinstance<llama3>(policy)) return policy.cast<llama3>();
   if (py::isinstance<longrope>(policy)) return policy.cast<longrope>();
-  PyErr_SetString(PyExc_TypeError, (std::string("policy must be a ropex policy (Plain, Linear, NTK, DynamicNTK, "
-                                                "Yarn, Llama3, LongRoPE) or None, got ") +
-                                    Py_TYPE(policy.ptr())->tp_name)
-                                       .c_str());
-  throw py::error_already_set();
+  raise(PyExc_TypeError, std::string("policy must be a ropex policy (Plain, Linear, NTK, DynamicNTK, Yarn, Llama3, "
+                                     "LongRoPE) or None, got ") +
+                             Py_TYPE(policy.ptr())->tp_name);
 }
 
 // Generic on purpose: a policy added to the C++ variant compiles here and raises TypeError from
@@ -210,7 +207,7 @@ void bind_policies(py::module_& m) {
       .def_property_readonly("layout", [](const rope_config& c) { return layout_name(c.layout); })
       .def("__repr__", [](const rope_config& c) {
         return "RopeConfig(head_dim=" + std::to_string(c.head_dim) + ", rotary_dim=" +
-               std::to_string(rotary_dim_of(c)) + ", base=" + number(c.base) + ", layout='" + layout_name(c.layout) +
+               std::to_string(rotary_dim_of(c)) + ", base=" + float_repr(c.base) + ", layout='" + layout_name(c.layout) +
                "')";
       });
 }

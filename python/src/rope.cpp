@@ -21,11 +21,6 @@ namespace {
 
 enum class operation { apply, inverse, shift };
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw py::error_already_set();
-}
-
 std::string shape_string(const borrowed_array& a, int first, int last) {
   std::string s = "(";
   for (int i = first; i < last; ++i) {
@@ -202,8 +197,6 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
     default: break;  // borrow_floating admits nothing else
   }
 }
-
-std::string float_repr(double v) { return py::repr(py::float_(v)); }
 
 }  // namespace
 
