@@ -242,8 +242,41 @@ def test_repr_and_properties():
 
 
 def test_the_gil_is_released_during_the_kernel():
-    # Two threads rotating large tensors finish; a held GIL would still work, so this checks that the
-    # calls are safe from threads. Release itself is covered by the bench's thread scaling.
+    # While one thread rotates 128 MiB, this thread keeps running Python: it timestamps its loop, and
+    # some stamps must fall inside the call. A long switch interval keeps the interpreter from
+    # handing the GIL over on its own, so with the GIL held for the call no stamp could.
+    import sys
+    import threading
+    import time
+    rope = ropex.RotaryEmbedding(head_dim=128)
+    x = np.ones((8192, 32, 128), np.float32)
+    positions = np.arange(8192)
+    started = threading.Event()
+    call = []
+
+    def rotate():
+        started.set()
+        begin = time.perf_counter()
+        rope.apply(x, positions)
+        call.extend((begin, time.perf_counter()))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.2)
+    try:
+        worker = threading.Thread(target=rotate)
+        worker.start()
+        started.wait()
+        stamps = []
+        while worker.is_alive():
+            stamps.append(time.perf_counter())
+        worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    inside = sum(call[0] < t < call[1] for t in stamps)
+    assert inside > 10, f"{inside} steps of this thread ran during a {1e3 * (call[1] - call[0]):.1f} ms call"
+
+
+def test_calls_from_threads_give_the_same_result():
     import threading
     rope = ropex.RotaryEmbedding(head_dim=128)
     xs = [random_x((512, 8, 128), seed) for seed in range(2)]
