@@ -86,7 +86,7 @@ def softmax(x, axis=-1):
     """Numerically stable softmax along `axis`, as a new float32 array (-inf logits give exact zeros;
     an all -inf row gives zeros, not NaN). Relative error of each entry <= 6.01 * 2^-24."""
     a = _last_axis(x, axis, "x")
-    if a is x or _np.shares_memory(a, _np.asarray(x)):
+    if _np.may_share_memory(a, x):  # asarray and ascontiguousarray may return x itself
         a = a.copy()
     if a.size:
         _ropex._softmax_rows(a.reshape(-1, a.shape[-1]))
