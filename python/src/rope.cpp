@@ -21,13 +21,14 @@ namespace {
 
 enum class operation { apply, inverse, shift };
 
+// Largest |position| rotary_embedding accepts (exact in double); checked here for every call up front.
+constexpr std::int64_t max_position_magnitude = std::int64_t{1} << 53;
+
+// Python's spelling of a shape: "(3, 32)", "(32,)".
 std::string shape_string(const borrowed_array& a, int first, int last) {
   std::string s = "(";
-  for (int i = first; i < last; ++i) {
-    s += std::to_string(a.shape[static_cast<std::size_t>(i)]);
-    if (last - first == 1 || i + 1 < last) s += i + 1 < last ? ", " : ",";
-  }
-  return s + ")";
+  for (int i = first; i < last; ++i) s += (i > first ? ", " : "") + std::to_string(a.shape[static_cast<std::size_t>(i)]);
+  return s + (last - first == 1 ? ",)" : ")");
 }
 
 // Shape, stride and writability checks of one rotated tensor.
@@ -179,7 +180,7 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
     // The C++ call checks the positions it is given before writing; with several calls a bad
     // entry in a later one would come after earlier writes, so check them all first.
     for (std::int64_t t = 0; t < pos->size(); ++t)
-      if (position_data[t] < -(std::int64_t{1} << 53) || position_data[t] > (std::int64_t{1} << 53))
+      if (position_data[t] < -max_position_magnitude || position_data[t] > max_position_magnitude)
         raise(PyExc_ValueError, "positions[" + std::to_string(t) + "] magnitude must be <= 2^53 (got " +
                                     std::to_string(position_data[t]) + ")");
   }
