@@ -74,6 +74,12 @@ const torch_fast_path& torch_path() {
     if (torch != nullptr) {
       PyObject* type = PyObject_GetAttrString(torch, "Tensor");
       PyObject* to_dlpack = PyObject_GetAttrString(torch, "to_dlpack");
+      if (to_dlpack == nullptr) {  // before PyTorch 1.10 it lived only in torch.utils.dlpack
+        PyErr_Clear();
+        PyObject* utils = PyImport_ImportModule("torch.utils.dlpack");
+        to_dlpack = utils ? PyObject_GetAttrString(utils, "to_dlpack") : nullptr;
+        Py_XDECREF(utils);
+      }
       if (type != nullptr && to_dlpack != nullptr && PyType_Check(type)) {
         path.tensor_type = type;
         path.to_dlpack = to_dlpack;

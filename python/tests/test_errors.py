@@ -196,5 +196,6 @@ def test_torch_wrong_dtype(dtype):
 @needs_torch
 def test_torch_device_meta_is_refused():
     x = torch.empty(2, 1, 32, device="meta")
-    with pytest.raises(ValueError, match="x cannot be exported through DLPack"):
+    # PyTorch 1.x refuses to export it; newer versions may export a non-CPU device.
+    with pytest.raises(ValueError, match="x (cannot be exported through DLPack|must be on the CPU)"):
         ropex.RotaryEmbedding(head_dim=32).apply(x, torch.arange(2))
