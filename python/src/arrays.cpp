@@ -1,5 +1,6 @@
 #include "arrays.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include "bindings.hpp"
@@ -299,6 +300,10 @@ positions_ref::positions_ref(py::handle source, const char* name) {
   if (kind != "i" && kind != "u")
     raise(PyExc_TypeError, std::string(name) + " must hold integers (got " +
                                std::string(py::str(array.attr("dtype"))) + ")");
+  // uint64 values of 2^63 and above would wrap to negative positions in the cast below.
+  if (kind == "u" && py::int_(array.attr("size")).cast<std::int64_t>() > 0 &&
+      py::int_(array.attr("max")()).cast<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    raise(PyExc_ValueError, std::string(name) + " holds an integer outside int64");
   converted_ = numpy.attr("ascontiguousarray")(array, numpy.attr("int64"));
   array_.borrow(converted_, name, false);
   data_ = static_cast<const std::int64_t*>(array_.data);

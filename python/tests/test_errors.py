@@ -88,6 +88,7 @@ def test_misaligned_buffer(rope):
     ([0, 1, (1 << 53) + 1], ValueError, r"positions\[2\] magnitude must be <= 2\^53"),
     ("abc", TypeError, "positions must hold integers"),
     ([0, 1, 1 << 70], ValueError, "outside int64"),
+    (np.array([0, 1, (1 << 64) - 1], dtype=np.uint64), ValueError, "outside int64"),
 ])
 def test_bad_positions(rope, positions, error, message):
     x, before = x_and_copy()
