@@ -214,7 +214,8 @@ Tensors are [..., tokens, heads, head_dim]; leading dimensions count as more tok
 dimension must be contiguous; tokens and heads may have any non-negative strides that keep rows
 apart, so q and k can be slices of a fused qkv tensor and head-major tensors can be passed as
 x.transpose(-3, -2). positions are integers, one per token (x.shape[:-2] elements), or
-x.shape[-3] of them to reuse the same positions for every leading index.
+x.shape[-3] of them to reuse the same positions for every leading index. q and k of one call
+must not share rows.
 
 Angles are exact: the error of a rotated float32 value is a few ulps at every position up to
 2^24 and beyond. Wrong dtype, shape, device or a read-only array raise TypeError / ValueError
