@@ -206,6 +206,13 @@ rope_object make_rope(const rope_config& config, const scaling& policy, std::int
 }
 
 void bind_rope(py::module_& m) {
+  // The methods that take x and positions and return x.
+  const auto rotates_x = [](operation op) {
+    return [op](const rope_object& r, py::object x, py::object positions) {
+      rotate(r, x, py::handle(), positions, op, 0);
+      return x;
+    };
+  };
   py::class_<rope_object>(m, "RotaryEmbedding", R"doc(
 RoPE for one head geometry and scaling policy, applied in place to NumPy arrays (float32,
 float16) and CPU tensors with __dlpack__ (PyTorch float32, float16, bfloat16) without a copy.
@@ -251,13 +258,8 @@ seq_len: sequence length that selects the DynamicNTK base and the LongRoPE facto
       .def_property_readonly(
           "attention_factor", [](const rope_object& r) { return r.rope.freqs().attention_factor; },
           "Factor on cos and sin (YaRN / LongRoPE magnitude; 1 for the other policies).")
-      .def(
-          "apply",
-          [](const rope_object& r, py::object x, py::object positions) {
-            rotate(r, x, py::handle(), positions, operation::apply, 0);
-            return x;
-          },
-          py::arg("x"), py::arg("positions"), "Rotates x in place by its positions; returns x.")
+      .def("apply", rotates_x(operation::apply), py::arg("x"), py::arg("positions"),
+           "Rotates x in place by its positions; returns x.")
       .def(
           "apply",
           [](const rope_object& r, py::object q, py::object k, py::object positions) {
@@ -266,14 +268,8 @@ seq_len: sequence length that selects the DynamicNTK base and the LongRoPE facto
           },
           py::arg("q"), py::arg("k"), py::arg("positions"),
           "Rotates q and k of the same tokens in place in one pass (their head counts may differ); returns (q, k).")
-      .def(
-          "apply_inverse",
-          [](const rope_object& r, py::object x, py::object positions) {
-            rotate(r, x, py::handle(), positions, operation::inverse, 0);
-            return x;
-          },
-          py::arg("x"), py::arg("positions"),
-          "Undoes apply: rotates by -position and divides by attention_factor, in place; returns x.")
+      .def("apply_inverse", rotates_x(operation::inverse), py::arg("x"), py::arg("positions"),
+           "Undoes apply: rotates by -position and divides by attention_factor, in place; returns x.")
       .def(
           "shift",
           [](const rope_object& r, py::object x, std::int64_t delta) {
