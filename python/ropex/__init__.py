@@ -31,6 +31,11 @@ from ._ropex import (  # noqa: F401  (re-exported)
 )
 from . import _ropex
 
+# The classes print as ropex.Yarn, not ropex._ropex.Yarn.
+for _class in (NTK, DynamicNTK, Linear, Llama3, LongRoPE, ModelRope, Plain, RopeConfig, RotaryEmbedding, Yarn):
+    _class.__module__ = __name__
+del _class
+
 __all__ = [
     "RotaryEmbedding", "apply_rope",
     "Plain", "Linear", "NTK", "DynamicNTK", "Yarn", "Llama3", "LongRoPE",
