@@ -8,6 +8,7 @@ Exit code 77 (CTest: skipped) when the interpreter cannot make a virtual environ
 (Debian: python3-venv) or has no setuptools.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,9 +22,7 @@ SKIP = 77
 def main():
     work = Path(sys.argv[1]).resolve()
     source = Path(__file__).resolve().parent
-    try:
-        import setuptools  # noqa: F401  (pip --no-build-isolation builds with the installed one)
-    except ImportError:
+    if importlib.util.find_spec("setuptools") is None:  # pip --no-build-isolation builds with the installed one
         print("setuptools is missing (Debian: python3-setuptools)")
         return SKIP
     shutil.rmtree(work, ignore_errors=True)
