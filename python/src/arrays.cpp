@@ -188,6 +188,7 @@ bool borrowed_array::borrow(py::handle source, const char* name, bool written) {
     if (buffer_.ndim > max_dims)
       raise(PyExc_ValueError, std::string(name) + " has " + std::to_string(buffer_.ndim) +
                                   " dimensions; ropex takes at most " + std::to_string(max_dims));
+    if (buffer_.itemsize <= 0) raise(PyExc_TypeError, std::string(name) + " has elements of size 0");
     ndim = buffer_.ndim;
     itemsize = static_cast<int>(buffer_.itemsize);
     type = from_format(buffer_.format, buffer_.itemsize);
