@@ -66,7 +66,7 @@ setup(
         )
     ],
     cmdclass={"build_ext": build_ext},
-    python_requires=">=3.8",
+    python_requires=">=3.9",
     install_requires=["numpy"],
     zip_safe=False,
 )

@@ -108,9 +108,8 @@ bool requires_grad(py::handle source) {
 }
 
 [[noreturn]] void raise_requires_grad(const char* name) {
-  raise(PyExc_ValueError, std::string(name) +
-                              " requires grad: ropex rotates in place, outside autograd; "
-                              "pass a detached tensor or call under torch.no_grad()");
+  raise(PyExc_ValueError, std::string(name) + " requires grad: ropex rotates in place, outside autograd; pass " +
+                              name + ".detach() (the same memory) or compute it under torch.no_grad()");
 }
 
 // The capsule of a DLPack producer (the protocol's __dlpack__, or torch.to_dlpack for a
