@@ -300,7 +300,7 @@ TEST_CASE("shift_cache on a float cache equals rope.shift of the same rows, bit 
   CHECK(same_bits(cache_k, expected));
 }
 
-TEST_CASE("apply_segments gives each request its own scaling; gaps untouched; overlaps rejected", "[fused]") {
+TEST_CASE("apply_segments gives each request its own scaling, leaves gaps, rejects overlaps", "[fused]") {
   const int d = 64;
   const std::int64_t tokens = 10, heads = 2;
   const rotary_embedding base(rope_config{d, 0, 1e4, layout::half}, plain{});
