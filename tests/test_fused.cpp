@@ -65,6 +65,28 @@ TEST_CASE("rms_norm_heads matches HF's RMSNorm (Qwen3 weight, Gemma 1 + weight) 
   CHECK(std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0.0f; }));
 }
 
+TEST_CASE("every kernel family's RMSNorm agrees with the scalar loop within a rounding per lane", "[fused]") {
+  using ropex::kernels::isa;
+  const std::vector<float> w = random_floats(200, 13);
+  for (int d : {16, 64, 72, 128, 200}) {
+    const std::vector<float> x = random_floats(std::size_t(3 * d), std::uint64_t(d));
+    std::vector<float> expected(x.size());
+    for (int row = 0; row < 3; ++row)
+      detail::normalize_row_scalar(x.data() + row * d, expected.data() + row * d, d, 1e-6f, w.data(), row == 1);
+    for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+      if (!ropex::kernels::isa_available(family)) continue;
+      ropex::kernels::forced_isa guard(family);
+      std::vector<float> y = x;
+      for (int row = 0; row < 3; ++row)
+        rms_norm_heads(contiguous_view(y.data() + row * d, 1, 1, d), rms_norm{w.data(), 1e-6, row == 1}, d);
+      // Fused or separate rounding of each square changes the sum by <= d/16 u relative per lane,
+      // so r by about (d/16 + 1) u / 2; the products add 2 u.
+      for (std::size_t i = 0; i < y.size(); ++i)
+        REQUIRE(std::fabs(y[i] - expected[i]) <= (double(d) / 16 + 4) * 0x1p-24 * std::fabs(double(expected[i])));
+    }
+  }
+}
+
 TEST_CASE("rms_norm_heads reads head_dim off strided views and rejects what it cannot", "[fused]") {
   const int d = 64;
   const std::int64_t tokens = 4, q_heads = 4, kv_heads = 2, row = (q_heads + 2 * kv_heads) * d;

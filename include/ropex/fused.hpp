@@ -76,19 +76,20 @@ template <class T>
 void norm_rope_view(const rotary_embedding& rope, const tensor_view<T>& x, const std::int64_t* positions,
                     const rms_norm& norm) {
   const int d = rope.config().head_dim;
+  const normalize_row_fn kernel = active_normalize_row();
   alignas(64) float scratch[fused_scratch_floats];
   for_each_block(x, d, fused_scratch_floats, [&](const tensor_view<T>& block, std::int64_t first_token, std::int64_t) {
     if constexpr (std::is_same_v<T, float>) {
       for (std::int64_t t = 0; t < block.tokens; ++t)
         for (std::int64_t h = 0; h < block.heads; ++h) {
           float* row = block.data + t * block.token_stride + h * block.head_stride;
-          normalize_row(row, row, d, norm);
+          normalize_row(kernel, row, row, d, norm);
         }
       rope.apply(block, positions + first_token);
     } else {
       for (std::int64_t t = 0; t < block.tokens; ++t)
         for (std::int64_t h = 0; h < block.heads; ++h)
-          normalize_row(block.data + t * block.token_stride + h * block.head_stride,
+          normalize_row(kernel, block.data + t * block.token_stride + h * block.head_stride,
                         scratch + (t * block.heads + h) * d, d, norm);
       rope.apply(contiguous_view(scratch, block.tokens, block.heads, d), positions + first_token);
       for (std::int64_t t = 0; t < block.tokens; ++t)

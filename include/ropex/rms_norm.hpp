@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ropex/config.hpp"
 #include "ropex/detail/check.hpp"
+#include "ropex/detail/norm_kernels.hpp"
 #include "ropex/types.hpp"
 #include "ropex/view.hpp"
 
@@ -26,41 +28,17 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
     fail(std::string(name) + ".eps", "must be finite and >= 0 (got " + std::to_string(norm.eps) + ")");
 }
 
-// 1 / sqrt(mean(x^2) + eps) of one row, in float. The sum of squares has one fixed order so that
-// every kernel can reproduce it bit for bit: 16 lanes, lane j accumulating the rounded squares of
-// channels j, j+16, ..., then folded in halves (16 -> 8 -> 4 -> 2 -> 1), as one 512-bit register
-// (or two 256-bit, four 128-bit ones) does it. Square and sum are rounded separately (no fused
-// multiply-add): the portable build has no FMA instruction, and a library fmaf per value would
-// cost more than the memory traffic.
+// One row normalised into `out` (float) by the family's loop (detail/norm_kernels.hpp); 16-bit
+// rows are widened to float first.
 template <class T>
-float inverse_rms(const T* x, int head_dim, float eps) {
-  float lanes[16] = {};
-  int i = 0;
-  for (; i + 16 <= head_dim; i += 16)  // a fixed-width inner loop the compiler vectorises
-    for (int j = 0; j < 16; ++j) {
-      const float v = load(x[i + j]);
-      lanes[j] += v * v;
-    }
-  for (int j = 0; i + j < head_dim; ++j) {
-    const float v = load(x[i + j]);
-    lanes[j] += v * v;
-  }
-  for (int width = 8; width >= 1; width /= 2)
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  return 1.0f / std::sqrt(lanes[0] / static_cast<float>(head_dim) + eps);
-}
-
-// out[i] = x[i] * r * w[i] (w = weight, 1 + weight, or 1), products rounded in that order.
-template <class T>
-void normalize_row(const T* x, float* out, int head_dim, const rms_norm& norm) {
-  const float r = inverse_rms(x, head_dim, static_cast<float>(norm.eps));
-  if (norm.weight == nullptr) {
-    const float w = norm.unit_offset ? 2.0f : 1.0f;  // a null weight is all ones, also under 1 + weight
-    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]) * r * w;
-  } else if (norm.unit_offset) {
-    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]) * r * (1.0f + norm.weight[i]);
+void normalize_row(normalize_row_fn kernel, const T* x, float* out, int head_dim, const rms_norm& norm) {
+  const float eps = static_cast<float>(norm.eps);
+  if constexpr (std::is_same_v<T, float>) {
+    kernel(x, out, head_dim, eps, norm.weight, norm.unit_offset);
   } else {
-    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]) * r * norm.weight[i];
+    float row[max_norm_dim];
+    for (int i = 0; i < head_dim; ++i) row[i] = load(x[i]);
+    kernel(row, out, head_dim, eps, norm.weight, norm.unit_offset);
   }
 }
 }  // namespace detail
@@ -73,12 +51,17 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
     detail::fail("head_dim", "must lie in [1, 1024] (got " + std::to_string(head_dim) + ")");
   detail::validate_rms_norm(norm, "norm");
   detail::validate_view(x, head_dim, "x");
+  const detail::normalize_row_fn kernel = detail::active_normalize_row();
   float row[detail::max_norm_dim];
   for (std::int64_t t = 0; t < x.tokens; ++t)
     for (std::int64_t h = 0; h < x.heads; ++h) {
       T* p = x.data + t * x.token_stride + h * x.head_stride;
-      detail::normalize_row(p, row, head_dim, norm);
-      for (int i = 0; i < head_dim; ++i) p[i] = detail::store<T>(row[i]);
+      if constexpr (std::is_same_v<T, float>) {
+        detail::normalize_row(kernel, p, p, head_dim, norm);  // in place: the kernel reads a row before writing it
+      } else {
+        detail::normalize_row(kernel, p, row, head_dim, norm);
+        for (int i = 0; i < head_dim; ++i) p[i] = detail::store<T>(row[i]);
+      }
     }
 }
 
