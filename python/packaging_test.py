@@ -30,7 +30,7 @@ def main():
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests", "CMakeLists.txt"))
     try:
         venv.create(work / "venv", system_site_packages=True, with_pip=True)
-    except (subprocess.CalledProcessError, OSError) as e:
+    except (subprocess.CalledProcessError, OSError, SystemExit) as e:  # Debian's venv exits when it lacks pip
         print(f"cannot create a virtual environment with pip ({e}); Debian: python3-venv")
         return SKIP
     python = str(work / "venv" / "bin" / "python")
