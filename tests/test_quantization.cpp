@@ -2,8 +2,10 @@
 // from the format definitions (value = (-1)^s 2^(e-7) (1 + m/8), subnormal m 2^-9, S.1111.111 NaN).
 #include "catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -91,4 +93,45 @@ TEST_CASE("int8 codec: round half to even of value / scale, saturate to +-127, N
   CHECK(detail::float_to_int8(-1e9f) == -127);
   CHECK(detail::float_to_int8(std::numeric_limits<float>::quiet_NaN()) == 0);
   CHECK(detail::decode<std::int8_t>(std::int8_t{-7}, 0.5f) == -3.5f);
+}
+
+TEMPLATE_TEST_CASE("every kernel family's row codec gives the scalar codec's bits", "[quantization]", std::int8_t,
+                   float8_e4m3) {
+  using C = TestType;
+  using ropex::kernels::isa;
+  // Every fp16 value, plus the bfloat16 values (wide range, NaN, inf), at two scales; 37 values
+  // per row so that vector bodies and scalar tails both run.
+  std::vector<float> values;
+  for (unsigned bits = 0; bits < 65536; ++bits) {
+    values.push_back(static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(bits))));
+    values.push_back(static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(bits))));
+  }
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!ropex::kernels::isa_available(family)) continue;
+    ropex::kernels::forced_isa guard(family);
+    const detail::row_codec<C> codec = detail::active_row_codec<C>();
+    for (float scale : {1.0f, 0.0375f}) {
+      std::vector<C> codes(values.size());
+      for (std::size_t i = 0; i < values.size(); i += 37) {
+        const int n = static_cast<int>(std::min<std::size_t>(37, values.size() - i));
+        codec.encode(values.data() + i, codes.data() + i, n, scale);
+      }
+      int encode_mismatches = 0, decode_mismatches = 0;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const C want = detail::encode<C>(values[i], scale);
+        if (std::memcmp(&codes[i], &want, sizeof(C)) != 0) ++encode_mismatches;
+      }
+      CHECK(encode_mismatches == 0);
+      std::vector<float> decoded(values.size());
+      for (std::size_t i = 0; i < values.size(); i += 37) {
+        const int n = static_cast<int>(std::min<std::size_t>(37, values.size() - i));
+        codec.decode(codes.data() + i, decoded.data() + i, n, scale);
+      }
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const float want = detail::decode(codes[i], scale);
+        if (std::memcmp(&decoded[i], &want, sizeof(float)) != 0) ++decode_mismatches;
+      }
+      CHECK(decode_mismatches == 0);
+    }
+  }
 }

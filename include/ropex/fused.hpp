@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ropex/apply.hpp"
+#include "ropex/detail/codec_kernels.hpp"
 #include "ropex/kv_cache.hpp"
 #include "ropex/quantization.hpp"
 #include "ropex/rms_norm.hpp"
@@ -54,6 +55,21 @@ inline void validate_positions(const std::int64_t* positions, std::int64_t count
     if (positions[t] < -max_abs_position || positions[t] > max_abs_position)
       fail(std::string(name) + "[" + std::to_string(t) + "]",
            "magnitude must be <= 2^53 (got " + std::to_string(positions[t]) + ")");
+}
+
+// One row of T stored into cache elements C: widened to float in pieces when T is 16-bit.
+template <class T, class C>
+void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    codec.encode(from, to, n, scale);
+  } else {
+    alignas(64) float piece[256];
+    for (int i = 0; i < n; i += 256) {
+      const int m = std::min(256, n - i);
+      for (int j = 0; j < m; ++j) piece[j] = load(from[i + j]);
+      codec.encode(piece, to + i, m, scale);
+    }
+  }
 }
 
 template <class T>
@@ -139,6 +155,7 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
   // converted into the cache. When a block holds whole tokens, q's rows of those tokens rotate in
   // the same call, so cos/sin are formed once for both.
   const bool whole_tokens = k.heads * d <= detail::fused_scratch_floats;
+  const detail::row_codec<C> codec = detail::active_row_codec<C>();
   if (!whole_tokens) rope.apply(q, positions);
   alignas(64) T scratch[detail::fused_scratch_floats];
   const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
@@ -156,7 +173,7 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
       for (std::int64_t h = 0; h < block.heads; ++h) {
         C* to = cache.k + detail::cache_row(cache, slot, first_head + h);
         const T* from = scratch + (t * block.heads + h) * d;
-        for (int i = 0; i < d; ++i) to[i] = detail::encode<C>(detail::load(from[i]), cache.k_scale);
+        detail::store_row(codec, from, to, d, cache.k_scale);
       }
     }
   };
@@ -166,7 +183,7 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
     for (std::int64_t h = 0; h < v.heads; ++h) {
       C* to = cache.v + detail::cache_row(cache, slot_mapping[t], h);
       const T* from = v.data + t * v.token_stride + h * v.head_stride;
-      for (int i = 0; i < d; ++i) to[i] = detail::encode<C>(detail::load(from[i]), cache.v_scale);
+      detail::store_row(codec, from, to, d, cache.v_scale);
     }
   }
 }
@@ -184,6 +201,7 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
   const std::int64_t slot_step = std::clamp<std::int64_t>(fused_scratch_floats / (heads * d), 1, max_slots);
   alignas(64) float scratch[fused_scratch_floats];
   std::int64_t block_slots[max_slots], block_deltas[max_slots];
+  const row_codec<C> codec = active_row_codec<C>();
   for (std::int64_t first_head = 0; first_head < heads; first_head += head_step) {
     const std::int64_t n_heads = std::min(head_step, heads - first_head);
     std::int64_t i = 0;
@@ -199,7 +217,7 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
         for (std::int64_t h = 0; h < n_heads; ++h) {
           const C* from = cache.k + cache_row(cache, block_slots[s], first_head + h);
           float* to = scratch + (s * n_heads + h) * d;
-          for (int c = 0; c < d; ++c) to[c] = decode(from[c], cache.k_scale);
+          codec.decode(from, to, d, cache.k_scale);
         }
       const tensor_view<float> view = contiguous_view(scratch, n, n_heads, d);
       if (deltas)
@@ -210,7 +228,7 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
         for (std::int64_t h = 0; h < n_heads; ++h) {
           C* to = cache.k + cache_row(cache, block_slots[s], first_head + h);
           const float* from = scratch + (s * n_heads + h) * d;
-          for (int c = 0; c < d; ++c) to[c] = encode<C>(from[c], cache.k_scale);
+          codec.encode(from, to, d, cache.k_scale);
         }
     }
   }
