@@ -213,11 +213,14 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
         block_deltas[n] = deltas ? deltas[i] : delta;
         ++n;
       }
+      // nhd blocks keep a slot's heads together: one codec call per slot instead of one per row.
+      const bool slot_rows_adjacent = cache.layout == kv_layout::nhd;
+      const int run = static_cast<int>(slot_rows_adjacent ? n_heads * d : d);
+      const std::int64_t runs_per_slot = slot_rows_adjacent ? 1 : n_heads;
       for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t h = 0; h < n_heads; ++h) {
+        for (std::int64_t h = 0; h < runs_per_slot; ++h) {
           const C* from = cache.k + cache_row(cache, block_slots[s], first_head + h);
-          float* to = scratch + (s * n_heads + h) * d;
-          codec.decode(from, to, d, cache.k_scale);
+          codec.decode(from, scratch + (s * n_heads + h) * d, run, cache.k_scale);
         }
       const tensor_view<float> view = contiguous_view(scratch, n, n_heads, d);
       if (deltas)
@@ -225,11 +228,9 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
       else
         rope.shift(view, delta);
       for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t h = 0; h < n_heads; ++h) {
-          C* to = cache.k + cache_row(cache, block_slots[s], first_head + h);
-          const float* from = scratch + (s * n_heads + h) * d;
-          codec.encode(from, to, d, cache.k_scale);
-        }
+        for (std::int64_t h = 0; h < runs_per_slot; ++h)
+          codec.encode(scratch + (s * n_heads + h) * d, cache.k + cache_row(cache, block_slots[s], first_head + h), run,
+                       cache.k_scale);
     }
   }
 }

@@ -81,7 +81,7 @@ __attribute__((always_inline)) inline void decode_e4m3(const u8& codes, f32& val
   const u32 b = __builtin_convertvector(codes, u32);
   const u32 sign = (b & 0x80u) << 24, exponent = (b >> 3) & 0xfu, mantissa = b & 0x7u;
   const u32 normal = sign | ((exponent + 120u) << 23) | (mantissa << 20);
-  const f32 subnormal_value = __builtin_convertvector(mantissa, f32) * 0.001953125f;
+  const f32 subnormal_value = __builtin_convertvector(__builtin_convertvector(mantissa, i32), f32) * 0.001953125f;
   u32 subnormal;
   bit_copy(subnormal, subnormal_value);
   u32 bits = exponent == 0u ? (subnormal | sign) : normal;
@@ -117,7 +117,8 @@ __attribute__((always_inline)) inline void decode_row_body(const C* from, float*
     if constexpr (std::is_same_v<C, std::int8_t>) {
       i8 codes;
       std::memcpy(&codes, from + i, sizeof codes);
-      v = __builtin_convertvector(codes, f32) * scale;
+      // Through int32: GCC lowers a direct int8 -> float conversion to 16 scalar conversions.
+      v = __builtin_convertvector(__builtin_convertvector(codes, i32), f32) * scale;
     } else {
       u8 codes;
       std::memcpy(&codes, static_cast<const void*>(from + i), sizeof codes);
