@@ -23,6 +23,10 @@ struct row_codec {
   void (*decode)(const C* from, float* to, int n, float scale);
 };
 
+inline void copy_row(const float* from, float* to, int n, float) {
+  std::memcpy(to, from, sizeof(float) * static_cast<std::size_t>(n));
+}
+
 template <class C>
 void encode_row_scalar(const float* from, C* to, int n, float scale) {
   for (int i = 0; i < n; ++i) to[i] = encode<C>(from[i], scale);
@@ -163,7 +167,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void deco
 #endif
 
 // The codec of cache element type C for the active kernel family: vector loops for the quantized
-// types, the element conversions for float, float16 and bfloat16.
+// types, a copy for float, the element conversions for float16 and bfloat16.
 template <class C>
 row_codec<C> active_row_codec() {
   if constexpr (is_quantized_v<C>) {
@@ -178,6 +182,7 @@ row_codec<C> active_row_codec() {
     return {encode_row_baseline<C>, decode_row_baseline<C>};
 #endif
   }
+  if constexpr (std::is_same_v<C, float>) return {copy_row, copy_row};
   return {encode_row_scalar<C>, decode_row_scalar<C>};
 }
 
