@@ -30,7 +30,7 @@ double max_error(const std::vector<float>& x, const std::vector<float>& y, const
       const long double theta = static_cast<long double>(positions[t]) * re.freqs().inv_freq[static_cast<std::size_t>(i)];
       c[static_cast<std::size_t>(i)] = m * std::cos(theta);
       s[static_cast<std::size_t>(i)] = m * std::sin(theta);
-      // HF style: float32 position times float32 inv_freq, rounded once (formulas.md section 1).
+      // HF style: float32 position times float32 inv_freq, rounded once (docs/formulas.md section 1).
       const float theta32 = static_cast<float>(positions[t]) * static_cast<float>(re.freqs().inv_freq[static_cast<std::size_t>(i)]);
       cf[static_cast<std::size_t>(i)] = static_cast<float>(m) * std::cos(theta32);
       sf[static_cast<std::size_t>(i)] = static_cast<float>(m) * std::sin(theta32);

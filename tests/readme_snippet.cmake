@@ -1,5 +1,5 @@
 # Fails unless README.md's block marked `<!-- snippet:NAME -->` is exactly the code that a test
-# compiles (style.md rule 9): the whole of SOURCE, or, when SOURCE holds the lines
+# compiles (a README example that does not build is a bug): the whole of SOURCE, or, when SOURCE holds the lines
 # `// --- snippet begin ...` and `// --- snippet end ...`, the lines between them with their
 # common two-space indent removed.
 file(READ ${README} readme)

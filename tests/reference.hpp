@@ -1,4 +1,4 @@
-// Test-only helpers: a long-double closed-form RoPE (2x2 rotation per pair, formulas.md section 1),
+// Test-only helpers: a long-double closed-form RoPE (2x2 rotation per pair, docs/formulas.md section 1),
 // deterministic inputs, and the error bound of the float kernels.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Exact angle formation and reduction: theta = position * inv_freq, reduced mod 2 pi, then cos/sin.
 //
 // Why: float32 pipelines round p * inv_freq to 24 bits, an error of up to 0.5 rad-ulp(theta) that
-// reaches 0.4-2.4 at p = 2^24 (formulas.md section 4). Here the product is split exactly
+// reaches 0.4-2.4 at p = 2^24 (docs/formulas.md section 4). Here the product is split exactly
 // (hi + lo, Dekker/FMA two-product) and reduced with a three-part 2 pi (Cody-Waite, FMA form).
 //
 // Valid range: integer |position| <= 2^53 (exact as double), inv_freq finite and >= 0.

@@ -1,6 +1,7 @@
 // ropex: RoPE kernels and context-extension policies. The one header users include.
 //   config.hpp -> policies.hpp -> frequencies.hpp -> angles.hpp / table.hpp -> kernels/ -> apply.hpp
 //   axes.hpp: multi-axis positions (M-RoPE, 2-D vision); threads.hpp: split a call over threads
+//   fused.hpp: RMSNorm + RoPE, RoPE + paged (quantized) KV-cache append, cache shift, per-request RoPE
 #pragma once
 
 #include "ropex/version.hpp"
@@ -17,3 +18,4 @@
 #include "ropex/apply.hpp"
 #include "ropex/threads.hpp"
 #include "ropex/onnx.hpp"
+#include "ropex/fused.hpp"

@@ -73,7 +73,7 @@ TEST_CASE("entropy of random rows matches the long-double reference", "[attentio
     }
 }
 
-TEST_CASE("renormalize divides out the sum; without it the sum is checked", "[attention][entropy]") {
+TEST_CASE("renormalize divides out the sum, without it the sum is checked", "[attention][entropy]") {
   rng r;
   std::vector<float> p = random_distribution(r, 500);
   const double ref = static_cast<double>(entropy_ref(p));

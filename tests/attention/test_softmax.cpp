@@ -47,7 +47,7 @@ TEST_CASE("softmax matches the long-double reference", "[attention][softmax]") {
   }
 }
 
-TEST_CASE("softmax of equal logits is uniform; of one logit is 1", "[attention][softmax]") {
+TEST_CASE("softmax of equal logits is uniform, of one logit is 1", "[attention][softmax]") {
   std::vector<float> x(10, 3.25f);
   ropex::softmax(x.data(), 10);
   for (float v : x) CHECK(v == 0.1f);  // 1/10 once rounded: the reciprocal and product are exact multiples here

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 int main() {
-  // head_dim 4, half layout, plain RoPE: pair 0 is (x[0], x[2]) with inv_freq 1 (formulas.md
+  // head_dim 4, half layout, plain RoPE: pair 0 is (x[0], x[2]) with inv_freq 1 (docs/formulas.md
   // section 1), so at position 1 the unit vector e0 becomes (cos 1, 0, sin 1, 0).
   float x[4] = {1.0f, 0.0f, 0.0f, 0.0f};
   const std::int64_t position = 1;

@@ -1,5 +1,5 @@
-// The 16 official ONNX RotaryEmbedding (opset 23) conformance cases (tests/data/onnx/, copied from
-// ../shared/conformance/onnx-rotary-embedding/) run through ropex::onnx_rotary_embedding:
+// The 16 official ONNX RotaryEmbedding (opset 23) conformance cases (tests/data/onnx/, the official
+// cases of the ONNX repository) run through ropex::onnx_rotary_embedding:
 // float32 out of place and in place, float16 / bfloat16 storage, plus bad inputs. Each case is
 // its own Catch test case, hence its own CTest test, named "onnx conformance: <case>".
 //

@@ -2,7 +2,7 @@
 //   a_hij = softmax_j( s <q_hi, k_g(h)j> + bias_hij ),   out_hi = sum_j a_hij v_g(h)j,
 //   s = scale_multiplier / sqrt(head_dim),
 // with masked keys at -inf (exact zero probability). scale_multiplier carries DeepSeek's softmax
-// multiplier mscale^2 (formulas.md 2.7) or a YaRN temperature applied to the logits instead of to
+// multiplier mscale^2 (docs/formulas.md 2.7) or a YaRN temperature applied to the logits instead of to
 // cos/sin (ropex's rotary_embedding already multiplies cos/sin by the attention factor m, which
 // scales the logits by m^2: do not apply it twice).
 //

@@ -1,0 +1,197 @@
+// Fused operations on Qwen3-8B shapes (q 32 heads, k and v 8 heads, head_dim 128, fp32) against
+// the memory roofline and against the separate calls they replace.
+//   norm/<tokens>/fused       norm_rope(q, k); roofline: in-place x *= a over q and k
+//   norm/<tokens>/separate    rms_norm_heads(q), rms_norm_heads(k), apply(q, k); same roofline
+//   append/<tokens>/<C>/fused     rope_append_kv into a paged cache of C; roofline: q scaled in
+//                                 place, k and v copied into float rows of the same size as the
+//                                 cache rows (the bytes the operation must move)
+//   append/<tokens>/<C>/separate  apply(q, k) on a copy of k, then k and v converted into the cache
+//   shift/<C>                 shift_cache of a 64 MiB K cache (every slot, one delta); roofline:
+//                             x *= a over the cache's bytes. Compare int8 / fp8 with fp16-tensor,
+//                             rope.shift of a contiguous fp16 tensor of 64 MiB (slots_per_second).
+// Counters as bench/roofline.hpp: ratio = median of roofline time / operation time per iteration.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ropex/ropex.hpp>
+
+#include "../roofline.hpp"
+
+namespace {
+
+using ropex_bench::aligned_buffer;
+using ropex_bench::scale;
+
+constexpr int kHeadDim = 128;
+constexpr std::int64_t kQHeads = 32, kKvHeads = 8;
+
+const ropex::rotary_embedding& qwen3_rope() {
+  static const ropex::rotary_embedding rope(ropex::rope_config{kHeadDim, 0, 1e6, ropex::layout::half}, ropex::plain{});
+  return rope;
+}
+
+void fill(float* x, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = static_cast<float>(seed >> 8) * 0x1p-24f * 2.0f - 1.0f;
+  }
+}
+
+std::vector<std::int64_t> positions_for(std::int64_t tokens) {
+  std::vector<std::int64_t> p(static_cast<std::size_t>(tokens));
+  for (std::int64_t t = 0; t < tokens; ++t) p[static_cast<std::size_t>(t)] = 8192 + t;
+  return p;
+}
+
+void norm_rope_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
+  const std::size_t q_n = static_cast<std::size_t>(tokens * kQHeads * kHeadDim), k_n = q_n / 4;
+  aligned_buffer<float> q(q_n), k(k_n), weights(2 * kHeadDim);
+  fill(q.data(), q_n, 1);
+  fill(k.data(), k_n, 2);
+  fill(weights.data(), 2 * kHeadDim, 3);
+  const ropex::rms_norm q_norm{weights.data()}, k_norm{weights.data() + kHeadDim};
+  const auto positions = positions_for(tokens);
+  const auto qv = ropex::contiguous_view(q.data(), tokens, kQHeads, kHeadDim);
+  const auto kv = ropex::contiguous_view(k.data(), tokens, kKvHeads, kHeadDim);
+  const ropex::rotary_embedding& rope = qwen3_rope();
+  const double bytes = 2.0 * static_cast<double>((q_n + k_n) * sizeof(float));
+  const float one = ropex_bench::runtime_one();
+  ropex_bench::run_paired(
+      state, bytes, bytes, ropex_bench::calls_per_timing(static_cast<std::size_t>(bytes / 2)),
+      [&] {
+        if (fused) {
+          ropex::norm_rope(rope, qv, kv, positions.data(), q_norm, k_norm);
+        } else {
+          ropex::rms_norm_heads(qv, q_norm, kHeadDim);
+          ropex::rms_norm_heads(kv, k_norm, kHeadDim);
+          rope.apply(qv, kv, positions.data());
+        }
+      },
+      [&] {
+        scale(q.data(), q_n, one);
+        scale(k.data(), k_n, one);
+      });
+}
+
+template <class C>
+void append_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
+  const std::size_t q_n = static_cast<std::size_t>(tokens * kQHeads * kHeadDim), kv_n = q_n / 4;
+  aligned_buffer<float> q(q_n), k(kv_n), v(kv_n), k_scratch(kv_n), k_rows(kv_n), v_rows(kv_n);
+  fill(q.data(), q_n, 4);
+  fill(k.data(), kv_n, 5);
+  fill(v.data(), kv_n, 6);
+  const std::int64_t block_size = 16, num_blocks = (tokens + block_size - 1) / block_size;
+  aligned_buffer<C> cache_k(static_cast<std::size_t>(num_blocks * block_size * kKvHeads * kHeadDim)),
+      cache_v(cache_k.size());
+  ropex::kv_cache_view<C> cache{cache_k.data(), cache_v.data(), num_blocks, block_size, kKvHeads, kHeadDim};
+  if constexpr (ropex::is_quantized_v<C>) cache.k_scale = cache.v_scale = 0.02f;
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(tokens));
+  for (std::int64_t t = 0; t < tokens; ++t) slots[static_cast<std::size_t>(t)] = t;
+  const auto positions = positions_for(tokens);
+  const ropex::rotary_embedding& rope = qwen3_rope();
+  const auto qv = ropex::contiguous_view(q.data(), tokens, kQHeads, kHeadDim);
+  const auto kv = ropex::contiguous_view(k.data(), tokens, kKvHeads, kHeadDim);
+  const auto vv = ropex::contiguous_view(v.data(), tokens, kKvHeads, kHeadDim);
+  // Read q, k, v; write q and the two cache rows.
+  const double bytes = static_cast<double>((2 * q_n + 2 * kv_n) * sizeof(float) + 2 * kv_n * sizeof(C));
+  const float one = ropex_bench::runtime_one();
+  ropex_bench::run_paired(
+      state, bytes, static_cast<double>((2 * q_n + 4 * kv_n) * sizeof(float)),
+      ropex_bench::calls_per_timing(static_cast<std::size_t>(bytes / 2)),
+      [&] {
+        if (fused) {
+          ropex::rope_append_kv(rope, qv, kv, vv, positions.data(), slots.data(), cache);
+          return;
+        }
+        std::memcpy(k_scratch.data(), k.data(), kv_n * sizeof(float));
+        rope.apply(qv, ropex::contiguous_view(k_scratch.data(), tokens, kKvHeads, kHeadDim), positions.data());
+        for (std::size_t i = 0; i < kv_n; ++i) {  // slots are 0..tokens-1 in nhd order: rows line up
+          cache_k[i] = ropex::detail::encode<C>(k_scratch[i], cache.k_scale);
+          cache_v[i] = ropex::detail::encode<C>(v[i], cache.v_scale);
+        }
+      },
+      [&] {
+        scale(q.data(), q_n, one);
+        std::memcpy(k_rows.data(), k.data(), kv_n * sizeof(float));
+        std::memcpy(v_rows.data(), v.data(), kv_n * sizeof(float));
+      });
+}
+
+template <class C>
+void shift_bench(benchmark::State& state) {
+  const std::int64_t block_size = 16, bytes = std::int64_t{64} << 20;
+  const std::int64_t slots_total = bytes / static_cast<std::int64_t>(sizeof(C)) / (kKvHeads * kHeadDim);
+  aligned_buffer<C> cache_k(static_cast<std::size_t>(slots_total * kKvHeads * kHeadDim));
+  {
+    aligned_buffer<float> values(cache_k.size());
+    fill(values.data(), values.size(), 7);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      cache_k[i] = ropex::detail::encode<C>(values[i], ropex::is_quantized_v<C> ? 0.02f : 1.0f);
+  }
+  ropex::kv_cache_view<C> cache{cache_k.data(), nullptr, slots_total / block_size, block_size, kKvHeads, kHeadDim};
+  if constexpr (ropex::is_quantized_v<C>) cache.k_scale = 0.02f;
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(slots_total));
+  for (std::int64_t s = 0; s < slots_total; ++s) slots[static_cast<std::size_t>(s)] = s;
+  const ropex::rotary_embedding& rope = qwen3_rope();
+  const float one = ropex_bench::runtime_one();
+  std::int64_t delta = 1;
+  ropex_bench::run_paired(
+      state, 2.0 * static_cast<double>(bytes), 2.0 * static_cast<double>(bytes), 1,
+      [&] {
+        ropex::shift_cache(rope, cache, slots.data(), slots_total, delta);
+        delta = -delta;  // back and forth, so quantized values do not drift away
+      },
+      [&] { scale(reinterpret_cast<float*>(cache_k.data()), static_cast<std::size_t>(bytes) / sizeof(float), one); });
+  state.counters["slots_per_second"] =
+      benchmark::Counter(static_cast<double>(slots_total) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+// rope.shift on a contiguous fp16 [slots][kv_heads][head_dim] tensor of 64 MiB: the reference speed.
+void shift_fp16_tensor_bench(benchmark::State& state) {
+  const std::int64_t bytes = std::int64_t{64} << 20, slots_total = bytes / 2 / (kKvHeads * kHeadDim);
+  aligned_buffer<ropex::float16> keys(static_cast<std::size_t>(bytes / 2));
+  {
+    aligned_buffer<float> values(keys.size());
+    fill(values.data(), values.size(), 8);
+    for (std::size_t i = 0; i < values.size(); ++i) keys[i] = ropex::float16(values[i]);
+  }
+  const auto view = ropex::contiguous_view(keys.data(), slots_total, kKvHeads, kHeadDim);
+  const float one = ropex_bench::runtime_one();
+  std::int64_t delta = 1;
+  ropex_bench::run_paired(
+      state, 2.0 * static_cast<double>(bytes), 2.0 * static_cast<double>(bytes), 1,
+      [&] {
+        qwen3_rope().shift(view, delta);
+        delta = -delta;
+      },
+      [&] { scale(reinterpret_cast<float*>(keys.data()), static_cast<std::size_t>(bytes) / sizeof(float), one); });
+  state.counters["slots_per_second"] =
+      benchmark::Counter(static_cast<double>(slots_total) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+const int registered = [] {
+  for (std::int64_t tokens : {std::int64_t{4096}, std::int64_t{16}, std::int64_t{1}})
+    for (bool fused : {true, false}) {
+      const std::string tail = std::to_string(tokens) + (fused ? "/fused" : "/separate");
+      benchmark::RegisterBenchmark(("norm/" + tail).c_str(), norm_rope_bench, tokens, fused)->UseManualTime();
+      benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/float" + (fused ? "/fused" : "/separate")).c_str(),
+                                   append_bench<float>, tokens, fused)->UseManualTime();
+      benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/fp8" + (fused ? "/fused" : "/separate")).c_str(),
+                                   append_bench<ropex::float8_e4m3>, tokens, fused)->UseManualTime();
+    }
+  benchmark::RegisterBenchmark("shift/fp16-tensor", shift_fp16_tensor_bench)->UseManualTime();
+  benchmark::RegisterBenchmark("shift/fp16", shift_bench<ropex::float16>)->UseManualTime();
+  benchmark::RegisterBenchmark("shift/int8", shift_bench<std::int8_t>)->UseManualTime();
+  benchmark::RegisterBenchmark("shift/fp8", shift_bench<ropex::float8_e4m3>)->UseManualTime();
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

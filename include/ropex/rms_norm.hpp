@@ -1,0 +1,89 @@
+// Per-head RMSNorm of q and k (Qwen3, Gemma 3/4, OLMo 2 normalise every head row before RoPE):
+// y = x / sqrt(mean(x^2) + eps) * w over the head_dim channels of each (token, head) row, in float.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "ropex/config.hpp"
+#include "ropex/detail/check.hpp"
+#include "ropex/detail/norm_kernels.hpp"
+#include "ropex/types.hpp"
+#include "ropex/view.hpp"
+
+namespace ropex {
+
+struct rms_norm {
+  const float* weight = nullptr;  // head_dim weights; nullptr = all ones
+  double eps = 1e-6;
+  bool unit_offset = false;  // Gemma: x * (1 + weight)
+};
+
+namespace detail {
+inline constexpr int max_norm_dim = 1024;
+
+inline void validate_rms_norm(const rms_norm& norm, const char* name) {
+  if (!(std::isfinite(norm.eps) && norm.eps >= 0))
+    fail(std::string(name) + ".eps", "must be finite and >= 0 (got " + std::to_string(norm.eps) + ")");
+}
+
+// One row normalised into `out` (float) by the family's loop (detail/norm_kernels.hpp); 16-bit
+// rows are widened to float first.
+template <class T>
+void normalize_row(normalize_row_fn kernel, const T* x, float* out, int head_dim, const rms_norm& norm) {
+  const float eps = static_cast<float>(norm.eps);
+  if constexpr (std::is_same_v<T, float>) {
+    kernel(x, out, head_dim, eps, norm.weight, norm.unit_offset);
+  } else {
+    float row[max_norm_dim];
+    for (int i = 0; i < head_dim; ++i) row[i] = load(x[i]);
+    kernel(row, out, head_dim, eps, norm.weight, norm.unit_offset);
+  }
+}
+}  // namespace detail
+
+// Every (token, head) row of x normalised in place, the result rounded to T once.
+template <class T>
+void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
+  static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
+  if (head_dim <= 0 || head_dim > detail::max_norm_dim)
+    detail::fail("head_dim", "must lie in [1, 1024] (got " + std::to_string(head_dim) + ")");
+  detail::validate_rms_norm(norm, "norm");
+  detail::validate_view(x, head_dim, "x");
+  const detail::normalize_row_fn kernel = detail::active_normalize_row();
+  float row[detail::max_norm_dim];
+  for (std::int64_t t = 0; t < x.tokens; ++t)
+    for (std::int64_t h = 0; h < x.heads; ++h) {
+      T* p = x.data + t * x.token_stride + h * x.head_stride;
+      if constexpr (std::is_same_v<T, float>) {
+        detail::normalize_row(kernel, p, p, head_dim, norm);  // in place: the kernel reads a row before writing it
+      } else {
+        detail::normalize_row(kernel, p, row, head_dim, norm);
+        for (int i = 0; i < head_dim; ++i) p[i] = detail::store<T>(row[i]);
+      }
+    }
+}
+
+// The same with the row length read off the view: the stride of its inner dimension (head_stride
+// when it has several heads and heads are closer than tokens, else token_stride), which is
+// head_dim for contiguous tensors, q/k slices of a fused qkv buffer and head-major tensors.
+template <class T>
+void rms_norm_heads(tensor_view<T> x, const rms_norm& norm) {
+  if (x.tokens <= 0 || x.heads <= 0) {  // nothing to normalise; still report bad arguments
+    detail::validate_rms_norm(norm, "norm");
+    detail::validate_view(x, 1, "x");
+    return;
+  }
+  if (x.tokens == 1 && x.heads == 1)
+    detail::fail("x", "has one row, so its head_dim cannot be read off the strides: pass head_dim");
+  std::int64_t inner = 0;
+  if (x.heads > 1) inner = x.head_stride;
+  if (x.tokens > 1 && (inner == 0 || (x.token_stride > 0 && x.token_stride < inner))) inner = x.token_stride;
+  if (inner <= 0 || inner > detail::max_norm_dim)
+    detail::fail("x", "strides do not give a head_dim in [1, 1024] (inner stride " + std::to_string(inner) +
+                          "): pass head_dim");
+  rms_norm_heads(x, norm, static_cast<int>(inner));
+}
+
+}  // namespace ropex

@@ -1,0 +1,314 @@
+#include "arrays.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "bindings.hpp"
+#include "dlpack.hpp"
+
+namespace ropex::python {
+
+namespace {
+
+// Buffer-protocol format -> element type. A byte-order prefix is fine when it means native
+// little-endian order (every platform ropex's x86 and aarch64 kernels run on).
+dtype from_format(const char* format, Py_ssize_t itemsize) {
+  if (format == nullptr) return dtype::other;  // unsigned bytes ("B") are implied
+  if (*format == '@' || *format == '=' || *format == '<') ++format;
+  if (format[0] == '\0' || format[1] != '\0') return dtype::other;
+  switch (format[0]) {
+    case 'f': return itemsize == 4 ? dtype::float32 : dtype::other;
+    case 'e': return itemsize == 2 ? dtype::float16 : dtype::other;
+    case 'l':
+    case 'q': return itemsize == 8 ? dtype::int64 : dtype::other;
+    default: return dtype::other;
+  }
+}
+
+dtype from_dlpack_type(const dlpack::data_type& t) {
+  if (t.lanes != 1) return dtype::other;
+  if (t.code == dlpack::float_code && t.bits == 32) return dtype::float32;
+  if (t.code == dlpack::float_code && t.bits == 16) return dtype::float16;
+  if (t.code == dlpack::bfloat_code && t.bits == 16) return dtype::bfloat16;
+  if (t.code == dlpack::int_code && t.bits == 64) return dtype::int64;
+  return dtype::other;
+}
+
+std::string dlpack_type_name(const dlpack::data_type& t) {
+  static const char* const codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string name = t.code < 7 ? codes[t.code] : "type" + std::to_string(t.code);
+  name += std::to_string(t.bits);
+  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
+  return name;
+}
+
+std::string device_name(const dlpack::device& d) {
+  switch (d.type) {
+    case dlpack::cuda: return "cuda:" + std::to_string(d.id);
+    case dlpack::cuda_host: return "cuda_host";
+    case dlpack::opencl: return "opencl:" + std::to_string(d.id);
+    case dlpack::vulkan: return "vulkan:" + std::to_string(d.id);
+    case dlpack::metal: return "mps:" + std::to_string(d.id);
+    case dlpack::rocm: return "rocm:" + std::to_string(d.id);
+    default: return "device type " + std::to_string(d.type);
+  }
+}
+
+std::string python_type_name(py::handle h) { return Py_TYPE(h.ptr())->tp_name; }
+
+// torch.Tensor.__dlpack__ is Python code that checks requires_grad, the conjugate bit and the
+// layout, then calls torch.to_dlpack; calling torch.to_dlpack directly after the one check that can
+// apply here (requires_grad: conjugate tensors are complex and sparse ones fail in to_dlpack)
+// halves the cost of a decode-sized call. Only exact torch.Tensor objects take this path.
+// The references are kept for the life of the process (no destructor runs after Python exits).
+struct torch_fast_path {
+  PyObject* tensor_type = nullptr;
+  PyObject* to_dlpack = nullptr;
+};
+
+const torch_fast_path& torch_path() {
+  static torch_fast_path path;
+  if (path.tensor_type == nullptr) {
+    // Only once torch is imported by the user: ropex never imports it itself.
+    PyObject* modules = PyImport_GetModuleDict();
+    PyObject* torch = PyDict_GetItemString(modules, "torch");
+    if (torch != nullptr) {
+      PyObject* type = PyObject_GetAttrString(torch, "Tensor");
+      PyObject* to_dlpack = PyObject_GetAttrString(torch, "to_dlpack");
+      if (to_dlpack == nullptr) {  // before PyTorch 1.10 it lived only in torch.utils.dlpack
+        PyErr_Clear();
+        PyObject* utils = PyImport_ImportModule("torch.utils.dlpack");
+        to_dlpack = utils ? PyObject_GetAttrString(utils, "to_dlpack") : nullptr;
+        Py_XDECREF(utils);
+      }
+      if (type != nullptr && to_dlpack != nullptr && PyType_Check(type)) {
+        path.tensor_type = type;
+        path.to_dlpack = to_dlpack;
+      } else {
+        Py_XDECREF(type);
+        Py_XDECREF(to_dlpack);
+        PyErr_Clear();
+      }
+    }
+  }
+  return path;
+}
+
+bool requires_grad(py::handle source) {
+  static PyObject* const attribute = PyUnicode_InternFromString("requires_grad");
+  PyObject* value = PyObject_GetAttr(source.ptr(), attribute);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const int truth = PyObject_IsTrue(value);
+  Py_DECREF(value);
+  if (truth < 0) PyErr_Clear();
+  return truth > 0;
+}
+
+[[noreturn]] void raise_requires_grad(const char* name) {
+  raise(PyExc_ValueError, std::string(name) + " requires grad: ropex rotates in place, outside autograd; pass " +
+                              name + ".detach() (the same memory) or compute it under torch.no_grad()");
+}
+
+// The capsule of a DLPack producer (the protocol's __dlpack__, or torch.to_dlpack for a
+// torch.Tensor); a null object when `source` is no producer.
+py::object dlpack_capsule(py::handle source, const char* name, bool written) {
+  const torch_fast_path& torch = torch_path();
+  if (torch.tensor_type != nullptr && Py_TYPE(source.ptr()) == reinterpret_cast<PyTypeObject*>(torch.tensor_type)) {
+    if (written && requires_grad(source)) raise_requires_grad(name);
+#if PY_VERSION_HEX >= 0x03090000
+    PyObject* capsule = PyObject_CallOneArg(torch.to_dlpack, source.ptr());
+#else
+    PyObject* capsule = PyObject_CallFunctionObjArgs(torch.to_dlpack, source.ptr(), nullptr);
+#endif
+    if (capsule == nullptr) {
+      py::error_already_set e;
+      raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+    }
+    return py::reinterpret_steal<py::object>(capsule);
+  }
+  if (!py::hasattr(source, "__dlpack__")) return py::object();
+  try {
+    return source.attr("__dlpack__")();
+  } catch (py::error_already_set& e) {
+    // PyTorch refuses to export a tensor that requires grad; rotating it in place behind autograd's
+    // back would corrupt the gradient, so say what to do instead.
+    if (requires_grad(source)) raise_requires_grad(name);
+    raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+  }
+}
+
+}  // namespace
+
+void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+std::int64_t borrowed_array::size() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[static_cast<std::size_t>(i)];
+  return n;
+}
+
+bool borrowed_array::c_contiguous() const {
+  std::int64_t expected = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    const auto d = static_cast<std::size_t>(i);
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+std::string borrowed_array::type_name(py::handle source) const {
+  if (from_dlpack) return dlpack_type_;
+  // NumPy and friends name their dtype better than a format string does.
+  if (py::hasattr(source, "dtype")) return py::str(source.attr("dtype"));
+  return std::string("buffer format '") + (buffer_.format ? buffer_.format : "B") + "'";
+}
+
+void borrowed_array::release() {
+  if (has_buffer_) PyBuffer_Release(&buffer_);
+  has_buffer_ = false;
+  capsule_ = py::object();  // the producer's destructor calls the DLPack deleter
+}
+
+bool borrowed_array::borrow(py::handle source, const char* name, bool written) {
+  release();
+  if (PyObject_CheckBuffer(source.ptr())) {
+    // Read-only requests succeed for read-only arrays too, so writability is reported by name
+    // instead of as the exporter's BufferError.
+    if (PyObject_GetBuffer(source.ptr(), &buffer_, PyBUF_RECORDS_RO) != 0) throw py::error_already_set();
+    has_buffer_ = true;
+    from_dlpack = false;
+    if (buffer_.ndim > max_dims)
+      raise(PyExc_ValueError, std::string(name) + " has " + std::to_string(buffer_.ndim) +
+                                  " dimensions; ropex takes at most " + std::to_string(max_dims));
+    if (buffer_.itemsize <= 0) raise(PyExc_TypeError, std::string(name) + " has elements of size 0");
+    ndim = buffer_.ndim;
+    itemsize = static_cast<int>(buffer_.itemsize);
+    type = from_format(buffer_.format, buffer_.itemsize);
+    data = buffer_.buf;
+    writable = !buffer_.readonly;
+    for (int i = 0; i < ndim; ++i) {
+      const auto d = static_cast<std::size_t>(i);
+      shape[d] = buffer_.shape[i];
+      const Py_ssize_t bytes = buffer_.strides ? buffer_.strides[i] : 0;
+      if (bytes % buffer_.itemsize != 0)
+        raise(PyExc_ValueError, std::string(name) + " has a stride of " + std::to_string(bytes) +
+                                    " bytes in dimension " + std::to_string(i) +
+                                    ", not a multiple of its element size");
+      strides[d] = bytes / buffer_.itemsize;
+    }
+    if (buffer_.strides == nullptr) {  // a C-contiguous exporter may omit strides
+      std::int64_t s = 1;
+      for (int i = ndim - 1; i >= 0; --i) {
+        strides[static_cast<std::size_t>(i)] = s;
+        s *= shape[static_cast<std::size_t>(i)];
+      }
+    }
+    return true;
+  }
+
+  py::object capsule = dlpack_capsule(source, name, written);
+  if (!capsule) return false;
+  auto* managed = static_cast<dlpack::managed_tensor*>(PyCapsule_GetPointer(capsule.ptr(), dlpack::capsule_name));
+  if (managed == nullptr) {
+    PyErr_Clear();
+    raise(PyExc_TypeError, std::string(name) + ".__dlpack__() did not return a \"dltensor\" capsule");
+  }
+  capsule_ = std::move(capsule);
+  from_dlpack = true;
+  const dlpack::tensor& t = managed->dl_tensor;
+  if (t.device.type != dlpack::cpu)
+    raise(PyExc_ValueError, std::string(name) + " must be on the CPU (got " + device_name(t.device) + ")");
+  if (t.ndim > max_dims)
+    raise(PyExc_ValueError, std::string(name) + " has " + std::to_string(t.ndim) +
+                                " dimensions; ropex takes at most " + std::to_string(max_dims));
+  ndim = t.ndim;
+  type = from_dlpack_type(t.dtype);
+  if (type == dtype::other) dlpack_type_ = dlpack_type_name(t.dtype);
+  itemsize = (t.dtype.bits * t.dtype.lanes + 7) / 8;
+  data = static_cast<char*>(t.data) + t.byte_offset;
+  writable = true;  // DLPack before 1.0 has no read-only flag
+  std::int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    const auto d = static_cast<std::size_t>(i);
+    shape[d] = t.shape[i];
+    strides[d] = t.strides ? t.strides[i] : s;
+    s *= shape[d];
+  }
+  return true;
+}
+
+void borrow_floating(py::handle source, const char* name, borrowed_array& out) {
+  if (!out.borrow(source, name, true))
+    raise(PyExc_TypeError, std::string(name) +
+                               " must be a NumPy array or a tensor with __dlpack__ (PyTorch), got " +
+                               python_type_name(source));
+  if (out.type != dtype::float32 && out.type != dtype::float16 && out.type != dtype::bfloat16)
+    raise(PyExc_TypeError,
+          std::string(name) + " must hold float32, float16 or bfloat16 (got " + out.type_name(source) + ")");
+  if (reinterpret_cast<std::uintptr_t>(out.data) % static_cast<std::uintptr_t>(out.itemsize) != 0)
+    raise(PyExc_ValueError, std::string(name) + " is not aligned to its element size");
+}
+
+positions_ref::positions_ref(py::handle source, const char* name) {
+  // A Python int or a short list of ints (decode) is read without NumPy.
+  if (PyLong_CheckExact(source.ptr()) || ((PyList_CheckExact(source.ptr()) || PyTuple_CheckExact(source.ptr())) &&
+                                          PySequence_Fast_GET_SIZE(source.ptr()) <= static_cast<Py_ssize_t>(small_capacity))) {
+    const bool single = PyLong_CheckExact(source.ptr());
+    const Py_ssize_t n = single ? 1 : PySequence_Fast_GET_SIZE(source.ptr());
+    bool all_ints = true;
+    for (Py_ssize_t i = 0; i < n && all_ints; ++i) {
+      PyObject* item = single ? source.ptr() : PySequence_Fast_GET_ITEM(source.ptr(), i);
+      all_ints = PyLong_CheckExact(item);
+      if (!all_ints) break;
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (overflow != 0)
+        raise(PyExc_ValueError, std::string(name) + " holds an integer outside int64");
+      small_[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
+    }
+    if (all_ints) {
+      data_ = small_.data();
+      size_ = n;
+      ndim_ = single ? 0 : 1;
+      return;
+    }
+  }
+  if (array_.borrow(source, name, false) && array_.type == dtype::int64 && array_.c_contiguous() &&
+      reinterpret_cast<std::uintptr_t>(array_.data) % 8 == 0) {
+    data_ = static_cast<const std::int64_t*>(array_.data);
+    size_ = array_.size();
+    ndim_ = array_.ndim;
+    return;
+  }
+  // Anything else: one conversion through NumPy, accepting integer element types only (a float
+  // position would be truncated silently).
+  const py::module_ numpy = py::module_::import("numpy");
+  py::object array;
+  try {
+    array = numpy.attr("asarray")(source);
+  } catch (py::error_already_set& e) {
+    raise(PyExc_TypeError, std::string(name) + " must be an integer array, sequence or int: " + e.what());
+  }
+  const std::string kind = py::str(array.attr("dtype").attr("kind"));
+  if (kind != "i" && kind != "u")
+    raise(PyExc_TypeError, std::string(name) + " must hold integers (got " +
+                               std::string(py::str(array.attr("dtype"))) + ")");
+  // uint64 values of 2^63 and above would wrap to negative positions in the cast below.
+  if (kind == "u" && py::int_(array.attr("size")).cast<std::int64_t>() > 0 &&
+      py::int_(array.attr("max")()).cast<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    raise(PyExc_ValueError, std::string(name) + " holds an integer outside int64");
+  converted_ = numpy.attr("ascontiguousarray")(array, numpy.attr("int64"));
+  array_.borrow(converted_, name, false);
+  data_ = static_cast<const std::int64_t*>(array_.data);
+  size_ = array_.size();
+  ndim_ = array_.ndim;
+}
+
+}  // namespace ropex::python

@@ -1,0 +1,137 @@
+// The cache element codecs: FP8 E4M3FN and int8 with a scale, against references written here
+// from the format definitions (value = (-1)^s 2^(e-7) (1 + m/8), subnormal m 2^-9, S.1111.111 NaN).
+#include "catch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <ropex/ropex.hpp>
+
+using namespace ropex;
+
+namespace {
+
+double e4m3_value(unsigned code) {
+  const unsigned e = (code >> 3) & 15u, m = code & 7u;
+  const double magnitude = e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, int(e) - 7);
+  return (code & 0x80u) ? -magnitude : magnitude;
+}
+
+// Nearest E4M3 code by exhaustive search over the 127 non-negative finite codes, ties to the even
+// code (an even code has an even mantissa); above 448 saturates; NaN -> 0x7f | sign.
+unsigned reference_e4m3(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? 0xffu : 0x7fu;
+  const unsigned sign = std::signbit(v) ? 0x80u : 0u;
+  const double a = std::fabs(v);
+  if (a >= 448) return sign | 0x7eu;
+  unsigned best = 0;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (unsigned c = 0; c <= 0x7eu; ++c) {
+    const double distance = std::fabs(e4m3_value(c) - a);
+    if (distance < best_distance || (distance == best_distance && (c & 1u) == 0)) {
+      best = c;
+      best_distance = distance;
+    }
+  }
+  return sign | best;
+}
+
+}  // namespace
+
+TEST_CASE("e4m3: all 256 codes decode to their value, finite codes encode back to themselves", "[quantization]") {
+  for (unsigned c = 0; c < 256; ++c) {
+    const float f = static_cast<float>(float8_e4m3::from_bits(static_cast<std::uint8_t>(c)));
+    if ((c & 0x7fu) == 0x7fu) {
+      CHECK(std::isnan(f));
+      CHECK(float8_e4m3(f).bits == c);
+      continue;
+    }
+    CHECK(double(f) == e4m3_value(c));
+    CHECK(std::signbit(f) == bool(c & 0x80u));
+    CHECK(float8_e4m3(f).bits == c);
+  }
+  CHECK(static_cast<float>(float8_e4m3::from_bits(0x7e)) == 448.0f);
+  CHECK(static_cast<float>(float8_e4m3::from_bits(0x01)) == std::ldexp(1.0f, -9));
+}
+
+TEST_CASE("e4m3: every float16 and bfloat16 value encodes to the nearest code, ties to even, saturating",
+          "[quantization]") {
+  int mismatches = 0;
+  for (unsigned bits = 0; bits < 65536; ++bits) {
+    const float h = static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(bits)));
+    const float b = static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(bits)));
+    if (float8_e4m3(h).bits != reference_e4m3(h)) ++mismatches;
+    if (float8_e4m3(b).bits != reference_e4m3(b)) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  // Midpoints and the saturation edge, by hand.
+  CHECK(float8_e4m3(1.0625f).bits == 0x38);   // halfway 1 and 1.125: to even (1)
+  CHECK(float8_e4m3(1.1875f).bits == 0x3a);   // halfway 1.125 and 1.25: to even (1.25)
+  CHECK(float8_e4m3(464.0f).bits == 0x7e);    // would round to 480: saturates
+  CHECK(float8_e4m3(-1e30f).bits == 0xfe);
+  CHECK(float8_e4m3(std::numeric_limits<float>::infinity()).bits == 0x7e);
+  CHECK(float8_e4m3(std::ldexp(1.0f, -10)).bits == 0x00);        // halfway 0 and 2^-9: to even (0)
+  CHECK(float8_e4m3(std::ldexp(1.5f, -10)).bits == 0x01);
+}
+
+TEST_CASE("int8 codec: round half to even of value / scale, saturate to +-127, NaN stores 0", "[quantization]") {
+  const float scale = 0.05f;
+  for (int i = -3000; i <= 3000; ++i) {
+    const float value = static_cast<float>(i) * 0.0173f;
+    const float quotient = value / scale;
+    const double expected = std::fmax(-127.0, std::fmin(127.0, std::nearbyint(double(quotient))));
+    CHECK(double(detail::encode<std::int8_t>(value, scale)) == expected);
+  }
+  CHECK(detail::float_to_int8(2.5f) == 2);
+  CHECK(detail::float_to_int8(3.5f) == 4);
+  CHECK(detail::float_to_int8(-2.5f) == -2);
+  CHECK(detail::float_to_int8(1e9f) == 127);
+  CHECK(detail::float_to_int8(-1e9f) == -127);
+  CHECK(detail::float_to_int8(std::numeric_limits<float>::quiet_NaN()) == 0);
+  CHECK(detail::decode<std::int8_t>(std::int8_t{-7}, 0.5f) == -3.5f);
+}
+
+TEMPLATE_TEST_CASE("every kernel family's row codec gives the scalar codec's bits", "[quantization]", std::int8_t,
+                   float8_e4m3) {
+  using C = TestType;
+  using ropex::kernels::isa;
+  // Every fp16 value, plus the bfloat16 values (wide range, NaN, inf), at two scales; 37 values
+  // per row so that vector bodies and scalar tails both run.
+  std::vector<float> values;
+  for (unsigned bits = 0; bits < 65536; ++bits) {
+    values.push_back(static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(bits))));
+    values.push_back(static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(bits))));
+  }
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!ropex::kernels::isa_available(family)) continue;
+    ropex::kernels::forced_isa guard(family);
+    const detail::row_codec<C> codec = detail::active_row_codec<C>();
+    for (float scale : {1.0f, 0.0375f}) {
+      std::vector<C> codes(values.size());
+      for (std::size_t i = 0; i < values.size(); i += 37) {
+        const int n = static_cast<int>(std::min<std::size_t>(37, values.size() - i));
+        codec.encode(values.data() + i, codes.data() + i, n, scale);
+      }
+      int encode_mismatches = 0, decode_mismatches = 0;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const C want = detail::encode<C>(values[i], scale);
+        if (std::memcmp(&codes[i], &want, sizeof(C)) != 0) ++encode_mismatches;
+      }
+      CHECK(encode_mismatches == 0);
+      std::vector<float> decoded(values.size());
+      for (std::size_t i = 0; i < values.size(); i += 37) {
+        const int n = static_cast<int>(std::min<std::size_t>(37, values.size() - i));
+        codec.decode(codes.data() + i, decoded.data() + i, n, scale);
+      }
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const float want = detail::decode(codes[i], scale);
+        if (std::memcmp(&decoded[i], &want, sizeof(float)) != 0) ++decode_mismatches;
+      }
+      CHECK(decode_mismatches == 0);
+    }
+  }
+}
