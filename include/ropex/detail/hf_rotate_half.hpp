@@ -1,0 +1,148 @@
+// Private: the row kernels of the Hugging Face parity mode (hf_parity.hpp). They evaluate
+// transformers' `x * cos + rotate_half(x) * sin` with PyTorch's rounding: every product rounded to
+// T, then the sum rounded to T (PyTorch computes a float16/bfloat16 elementwise op in float and
+// rounds the result). For T = float nothing may be fused: an FMA rounds once where PyTorch rounds
+// twice, so every product passes an empty asm barrier that keeps the compiler from contracting
+// it into the following add, whatever -ffp-contract says.
+#pragma once
+#ifndef ROPEX_INSIDE
+#error "ropex/detail/hf_rotate_half.hpp is private; include <ropex/hf_parity.hpp>"
+#endif
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ropex/kernels/arch.hpp"
+#include "ropex/types.hpp"
+
+#if ROPEX_KERNELS_X86
+#include <immintrin.h>
+#endif
+
+namespace ropex::detail::hf {
+
+// A float the compiler must materialise as it is: no contraction across this point.
+inline float keep(float v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#else
+  volatile float stored = v;
+  v = stored;
+#endif
+  return v;
+}
+
+// PyTorch's rounding of an elementwise result to T.
+template <class T>
+inline float round_to(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return keep(v);
+  else
+    return load(store<T>(v));
+}
+
+// One head row, half layout: out[i] = R(R(a c_i) - R(b s_i)), out[i+h] = R(R(b c_{i+h}) + R(a s_{i+h}))
+// with a = x[i], b = x[i+h]. R(a c) - R(b s) is exactly HF's R(a c) + R(-b s): negation is exact.
+template <class T>
+inline void rotate_half_row_scalar(T* x, const T* cos, const T* sin, std::int64_t half) {
+  for (std::int64_t i = 0; i < half; ++i) {
+    const float a = load(x[i]), b = load(x[i + half]);
+    const float first = round_to<T>(round_to<T>(a * load(cos[i])) - round_to<T>(b * load(sin[i])));
+    const float second =
+        round_to<T>(round_to<T>(b * load(cos[i + half])) + round_to<T>(a * load(sin[i + half])));
+    x[i] = store<T>(first);
+    x[i + half] = store<T>(second);
+  }
+}
+
+#if ROPEX_KERNELS_X86
+ROPEX_BEGIN_TARGET_AVX512
+// GCC 12's intrinsic headers pass _mm*_undefined_* operands that trip these (as in kernels/avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+namespace avx512 {
+
+inline __m512 keep(__m512 v) {
+  __asm__("" : "+v"(v));
+  return v;
+}
+
+// 16 lanes of T (masked) to float and back; rounding identical to types.hpp's conversions.
+template <class T>
+inline __m512 load16(const T* p, __mmask16 m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  } else {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+}
+
+// bfloat16 round to nearest even as float bits with the low half cleared; NaN stays a quiet NaN.
+inline __m512i bfloat16_rounded_bits(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+}
+
+template <class T>
+inline __m512 round_to(__m512 v) {
+  if constexpr (std::is_same_v<T, float>)
+    return keep(v);
+  else if constexpr (std::is_same_v<T, float16>)
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  else
+    return _mm512_castsi512_ps(bfloat16_rounded_bits(v));
+}
+
+template <class T>
+inline void store16(T* p, __mmask16 m, __m512 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_mask_storeu_ps(p, m, v);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    // v is already rounded (round_to ran last), so truncating to the top half is exact.
+    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  }
+}
+
+template <class T>
+inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half) {
+  for (std::int64_t i = 0; i < half; i += 16) {
+    const std::int64_t left = half - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 a = load16(x + i, m), b = load16(x + i + half, m);
+    const __m512 first = round_to<T>(_mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m))),
+                                                   round_to<T>(_mm512_mul_ps(b, load16(sin + i, m)))));
+    const __m512 second = round_to<T>(_mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m))),
+                                                    round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m)))));
+    store16(x + i, m, first);
+    store16(x + i + half, m, second);
+  }
+}
+
+// Every (token, head) row of a strided view; cos/sin row t serves token t.
+template <class T>
+void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
+                      std::int64_t head_stride, const T* cos, const T* sin, std::int64_t rotary_dim) {
+  const std::int64_t half = rotary_dim / 2;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h)
+      rotate_half_row(data + t * token_stride + h * head_stride, cos + t * rotary_dim, sin + t * rotary_dim, half);
+}
+
+}  // namespace avx512
+#pragma GCC diagnostic pop
+ROPEX_END_TARGET
+#endif
+
+}  // namespace ropex::detail::hf
