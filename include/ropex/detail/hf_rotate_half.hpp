@@ -71,25 +71,27 @@ inline __m512 keep(__m512 v) {
 }
 
 // 16 lanes of T (masked) to float and back; rounding identical to types.hpp's conversions.
+// 16 lanes of T to float and back; rounding identical to types.hpp's conversions. Full vectors use
+// plain loads and stores (AMD Zen 4 runs masked 16-bit stores several times slower); masks only
+// for the tail.
 template <class T>
-inline __m512 load16(const T* p, __mmask16 m) {
+inline __m512 load16(const T* p, __mmask16 m, bool full) {
   if constexpr (std::is_same_v<T, float>) {
-    return _mm512_maskz_loadu_ps(m, p);
-  } else if constexpr (std::is_same_v<T, float16>) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
   } else {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    const __m256i raw = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(m, p);
+    if constexpr (std::is_same_v<T, float16>) return _mm512_cvtph_ps(raw);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
   }
 }
 
-// bfloat16 round to nearest even as float bits with the low half cleared; NaN stays a quiet NaN.
+// bfloat16 round to nearest even as float bits with the low half cleared. No NaN fix-up is needed
+// here: every NaN in the rotation comes from a bfloat16 input or is the default NaN, so its low 16
+// bits are zero and the rounding increment (at most 0x8000) neither carries nor changes it.
 inline __m512i bfloat16_rounded_bits(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
   return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
 }
 
@@ -103,15 +105,30 @@ inline __m512 round_to(__m512 v) {
     return _mm512_castsi512_ps(bfloat16_rounded_bits(v));
 }
 
+// The narrowing stays a register-to-register instruction: GCC otherwise folds it into the
+// store (vcvtps2ph / vpmovdw to memory), which Zen 4 runs several times slower.
+inline __m256i keep(__m256i v) {
+  __asm__("" : "+v"(v));
+  return v;
+}
+
 template <class T>
-inline void store16(T* p, __mmask16 m, __m512 v) {
+inline void store16(T* p, __mmask16 m, bool full, __m512 v) {
   if constexpr (std::is_same_v<T, float>) {
-    _mm512_mask_storeu_ps(p, m, v);
-  } else if constexpr (std::is_same_v<T, float16>) {
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (full)
+      _mm512_storeu_ps(p, v);
+    else
+      _mm512_mask_storeu_ps(p, m, v);
   } else {
-    // v is already rounded (round_to ran last), so truncating to the top half is exact.
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+    // bfloat16: v is already rounded (round_to ran last), so keeping the top half is exact.
+    const __m256i narrow =
+        std::is_same_v<T, float16>
+            ? keep(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+            : keep(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+    if (full)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow);
+    else
+      _mm256_mask_storeu_epi16(p, m, narrow);
   }
 }
 
@@ -119,14 +136,16 @@ template <class T>
 inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half) {
   for (std::int64_t i = 0; i < half; i += 16) {
     const std::int64_t left = half - i;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-    const __m512 a = load16(x + i, m), b = load16(x + i + half, m);
-    const __m512 first = round_to<T>(_mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m))),
-                                                   round_to<T>(_mm512_mul_ps(b, load16(sin + i, m)))));
-    const __m512 second = round_to<T>(_mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m))),
-                                                    round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m)))));
-    store16(x + i, m, first);
-    store16(x + i + half, m, second);
+    const bool full = left >= 16;
+    const __mmask16 m = full ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 a = load16(x + i, m, full), b = load16(x + i + half, m, full);
+    const __m512 first = round_to<T>(_mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m, full))),
+                                                   round_to<T>(_mm512_mul_ps(b, load16(sin + i, m, full)))));
+    const __m512 second =
+        round_to<T>(_mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m, full))),
+                                  round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m, full)))));
+    store16(x + i, m, full, first);
+    store16(x + i + half, m, full, second);
   }
 }
 
