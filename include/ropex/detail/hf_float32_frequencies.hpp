@@ -127,4 +127,19 @@ inline std::vector<float> inv_freq(const rope_config& c, const longrope& p, std:
   return inv;
 }
 
+// _compute_proportional_rope_parameters: exponents over head_dim for the first rope_angles pairs,
+// zeros for the rest, divided by factor.
+inline std::vector<float> inv_freq(const rope_config& c, const proportional& p, std::int64_t) {
+  std::vector<float> inv = default_inv_freq(c.base, c.head_dim);
+  const std::size_t angles = static_cast<std::size_t>(proportional_rope_angles(c, p));
+  for (std::size_t i = 0; i < inv.size(); ++i) inv[i] = i < angles ? inv[i] / f32(p.factor) : 0.0f;
+  return inv;
+}
+
+// Not an HF rope type (ggml's rope_freqs): the exact frequencies rounded to float.
+inline std::vector<float> inv_freq(const rope_config& c, const freq_factors& p, std::int64_t seq_len) {
+  const frequencies f = compute_frequencies(c, p, seq_len);
+  return std::vector<float>(f.inv_freq.begin(), f.inv_freq.end());
+}
+
 }  // namespace ropex::detail::hf

@@ -216,6 +216,8 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
 
   // ---- head dim and rotary dim ---------------------------------------------------------------
   std::int64_t head_dim = 0, rotary_dim = 0;
+  double rotary_fraction = 1.0;  // partial_rotary_factor; proportional keeps it in its policy
+  const bool proportional_type = out.rope_type == "proportional";
   const found mla_rope = lookup({&cfg}, "qk_rope_head_dim");
   if (mla_rope) {
     // DeepSeek MLA rotates its own qk_rope_head_dim slice in full (HF DeepseekV3RotaryEmbedding
@@ -247,8 +249,12 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
         require(fraction > 0 && fraction <= 1, prf.path, "must be in (0, 1] (got " + std::to_string(fraction) + ")");
       }
       // int(head_dim * partial_rotary_factor): truncation, as in HF and vLLM (80 * 0.4 -> 32).
+      rotary_fraction = fraction;
       rotary_dim = static_cast<std::int64_t>(static_cast<double>(head_dim) * fraction);
-      if (prf)
+      // proportional rotates int(fraction * head_dim // 2) pairs spread over the whole head
+      // (formulas.md 2.10): its frequency table spans head_dim, so rotary_dim is head_dim.
+      if (proportional_type) rotary_dim = head_dim;
+      if (prf && !proportional_type)
         require(rotary_dim >= 2 && rotary_dim % 2 == 0, prf.path,
                 "gives rotary_dim = int(" + std::to_string(head_dim) + " * " + std::to_string(fraction) +
                     ") = " + std::to_string(rotary_dim) + ", which must be even and >= 2");
@@ -355,10 +361,17 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
     if (const found v = lookup({&params}, "attention_factor")) p.attention_factor = as_positive(v);
     out.policy = p;
   } else if (t == "proportional") {
-    fail(type_path, "\"proportional\" (Gemma-4 style, formulas.md 2.10) is not supported by ropex policies");
+    proportional p;
+    p.partial_rotary_factor = rotary_fraction;
+    if (const found f = lookup({&params}, "factor")) p.factor = as_positive(f);
+    require(head_dim % 2 == 0, "head_dim", "must be even for rope_type proportional (got " + std::to_string(head_dim) + ")");
+    require(proportional_rope_angles(rope_config{static_cast<int>(head_dim)}, p) >= 1, type_path,
+            "proportional with partial_rotary_factor " + std::to_string(rotary_fraction) + " rotates no pair");
+    out.policy = p;
   } else {
     fail(type_path, "is not a supported rope_type (\"" + t +
-                        "\"); supported: default, linear, dynamic, yarn, deepseek_yarn, llama3, longrope, su, mrope");
+                        "\"); supported: default, linear, dynamic, yarn, deepseek_yarn, llama3, longrope, su, mrope, "
+                        "proportional");
   }
 
   // ---- multi-axis positions: Qwen2-VL mrope_section, Qwen3-VL mrope_interleaved (axes.hpp) -----
