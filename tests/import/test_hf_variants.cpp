@@ -46,3 +46,34 @@ TEST_CASE("hf: proportional in v4 rope_scaling and nested v5 rope_parameters", "
                         R"("rope_scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": -1})")),
                     contains_text("rope_scaling.factor"));
 }
+
+#include "gguf_writer.hpp"
+#include "ropex/import/gguf.hpp"
+
+TEST_CASE("gguf: Phi-3-mini-128k LongRoPE from rope_factors_long/short equals its config.json", "[import][gguf][hf]") {
+  const auto hf = ropex::load_hf_config(std::string(ROPEX_TEST_DATA_DIR) + "/hf/phi-3-mini-128k-instruct.json");
+  const auto& l = std::get<ropex::longrope>(hf.policy);
+  std::vector<float> long_f(l.long_factor.begin(), l.long_factor.end()), short_f(l.short_factor.begin(), l.short_factor.end());
+  // What convert_hf_to_gguf writes for Phi3MiniModel: context, original context, attn factor, tensors.
+  ropex_test::gguf_writer w;
+  w.str("general.architecture", "phi3")
+      .u32("phi3.context_length", 131072)
+      .u32("phi3.embedding_length", 3072)
+      .u32("phi3.attention.head_count", 32)
+      .u32("phi3.rope.dimension_count", 96)
+      .f32("phi3.rope.freq_base", 10000.0f)
+      .u32("phi3.rope.scaling.original_context_length", 4096)
+      .f32("phi3.rope.scaling.attn_factor", 1.1902380714238083f)
+      .tensor_data("rope_factors_long.weight", long_f)
+      .tensor_data("rope_factors_short.weight", short_f);
+  const auto bytes = w.bytes();
+  const auto g = ropex::parse_gguf(bytes.data(), bytes.size());
+  CHECK(g.rope_type == "longrope");
+  CHECK(g.config.layout == hf.config.layout);
+  CHECK(ropex::rotary_dim_of(g.config) == ropex::rotary_dim_of(hf.config));
+  for (std::int64_t seq : {std::int64_t{4096}, std::int64_t{4097}}) {
+    const auto a = ropex::make_frequencies(g.config, g.policy, seq), b = ropex::make_frequencies(hf.config, hf.policy, seq);
+    CHECK(a.attention_factor == Approx(b.attention_factor).epsilon(1e-7));
+    for (std::size_t i = 0; i < a.inv_freq.size(); ++i) CHECK(a.inv_freq[i] == Approx(b.inv_freq[i]).epsilon(1e-7));
+  }
+}
