@@ -18,6 +18,8 @@
 #include <ropex/hf_parity.hpp>
 #include <ropex/ropex.hpp>
 
+#include "reference.hpp"
+
 using namespace ropex;
 
 namespace {
@@ -47,16 +49,7 @@ void reference_row(T* x, const T* cos, const T* sin, int r) {
   }
 }
 
-template <class T>
-std::uint32_t bits_of(const T& v) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::uint32_t u;
-    std::memcpy(&u, &v, 4);
-    return u;
-  } else {
-    return v.bits;
-  }
-}
+using ropex_test::bits_of;
 
 template <class T>
 std::vector<T> random_values(std::size_t n, std::uint64_t seed, float scale = 1) {

@@ -132,6 +132,7 @@ TEST_CASE("hf: v5 layer_types with per-type rope_parameters", "[import][hf]") {
 TEST_CASE("hf: Llama 4 Scout: NoPE every 4th layer, q temperature, qk norm", "[import][hf]") {
   const auto m = ropex::load_hf_config(hf_data("llama-4-scout-17b-16e.json"));
   CHECK(m.model_type == "llama4_text");
+  CHECK(m.config.layout == ropex::layout::interleaved);  // HF Llama 4 rotates view_as_complex pairs
   const auto& l3 = std::get<ropex::llama3>(m.policy);
   CHECK(l3.factor == 8.0);
   REQUIRE(m.layers.size() == 48);

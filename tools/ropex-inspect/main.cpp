@@ -414,6 +414,27 @@ int main(int argc, char** argv) {
       std::printf("attention factor (cos/sin): %.10f\n", f.attention_factor);
       std::printf("softmax scale multiplier:   %.10f\n", m.softmax_scale_multiplier);
       for (const std::string& note : m.notes) std::printf("note: %s\n", note.c_str());
+      if (!m.layers.empty()) {
+        // One line per run of identical layers (Gemma 3: 5 sliding, 1 full, ...; Llama 4: NoPE every 4th).
+        std::printf("layers:          %zu\n", m.layers.size());
+        for (std::size_t i = 0; i < m.layers.size();) {
+          std::size_t j = i + 1;
+          const auto same = [](const ropex::layer_rope& x, const ropex::layer_rope& y) {
+            return x.layer_type == y.layer_type && x.rotates == y.rotates && x.config.base == y.config.base &&
+                   x.policy.index() == y.policy.index();
+          };
+          while (j < m.layers.size() && same(m.layers[i], m.layers[j])) ++j;
+          const ropex::layer_rope& l = m.layers[i];
+          std::printf("  %zu-%zu  %s  %s\n", i, j - 1, l.layer_type.empty() ? "-" : l.layer_type.c_str(),
+                      l.rotates ? (std::string(ropex::rope_type_name(l.policy)) + " base=" + num(l.config.base)).c_str()
+                                : "no RoPE");
+          i = j;
+        }
+        if (m.nope_q_temperature)
+          std::printf("NoPE q temperature: log(floor((p + 1) / %g) + 1) * %g + 1\n", m.nope_q_temperature->floor_scale,
+                      m.nope_q_temperature->attn_scale);
+        if (m.qk_norm_after_rope) std::printf("q, k L2-normalised after RoPE on rotating layers (use_qk_norm)\n");
+      }
       std::printf("\n%5s  %-14s  %-14s  %-12s  %-10s  %s\n", "pair", "inv_freq", "wavelength", "wl/context", "scale",
                   "region");
       for (const row& r : rows)

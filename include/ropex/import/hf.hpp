@@ -149,7 +149,9 @@ inline bool nested_by_layer_type(const json& params) {
 // Llama family are permuted for rotate_half; DeepSeek V2/V3 (MLA) and GPT-J keep Meta's
 // interleaved pairs. Unknown types return nullopt.
 inline std::optional<layout> layout_of_model_type(const std::string& t) {
-  static const char* const interleaved_types[] = {"deepseek_v2", "deepseek_v3", "kimi_k2", "gptj"};
+  // Llama 4 rotates complex pairs (view_as_complex over consecutive channels), i.e. interleaved.
+  static const char* const interleaved_types[] = {"deepseek_v2", "deepseek_v3", "kimi_k2", "gptj", "llama4",
+                                                  "llama4_text"};
   static const char* const half_types[] = {
       "llama",    "mistral",     "mixtral",  "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe",
       "phi",      "phi3",        "phimoe",   "gpt_oss", "gpt_neox",  "gemma",       "gemma2",
