@@ -62,6 +62,7 @@ std::vector<T> random_values(std::size_t n, std::uint64_t seed, float scale = 1)
 
 std::vector<kernels::isa> families() {
   std::vector<kernels::isa> out{kernels::isa::scalar};
+  if (kernels::isa_available(kernels::isa::avx2)) out.push_back(kernels::isa::avx2);
   if (kernels::isa_available(kernels::isa::avx512)) out.push_back(kernels::isa::avx512);
   return out;
 }

@@ -46,6 +46,10 @@ void rotate_half_rows(const tensor_view<T>& x, const T* cos, const T* sin, std::
     avx512::rotate_half_rows(x.data, x.tokens, x.heads, x.token_stride, x.head_stride, cos, sin, rotary_dim);
     return;
   }
+  if (kernels::active_isa() == kernels::isa::avx2) {
+    avx2::rotate_half_rows(x.data, x.tokens, x.heads, x.token_stride, x.head_stride, cos, sin, rotary_dim);
+    return;
+  }
 #endif
   const std::int64_t half = rotary_dim / 2;
   for (std::int64_t t = 0; t < x.tokens; ++t)

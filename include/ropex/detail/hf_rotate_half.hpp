@@ -46,8 +46,8 @@ inline float round_to(float v) {
 // One head row, half layout: out[i] = R(R(a c_i) - R(b s_i)), out[i+h] = R(R(b c_{i+h}) + R(a s_{i+h}))
 // with a = x[i], b = x[i+h]. R(a c) - R(b s) is exactly HF's R(a c) + R(-b s): negation is exact.
 template <class T>
-inline void rotate_half_row_scalar(T* x, const T* cos, const T* sin, std::int64_t half) {
-  for (std::int64_t i = 0; i < half; ++i) {
+inline void rotate_half_row_scalar(T* x, const T* cos, const T* sin, std::int64_t half, std::int64_t begin = 0) {
+  for (std::int64_t i = begin; i < half; ++i) {
     const float a = load(x[i]), b = load(x[i + half]);
     const float first = round_to<T>(round_to<T>(a * load(cos[i])) - round_to<T>(b * load(sin[i])));
     const float second =
@@ -160,6 +160,90 @@ void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int
 }
 
 }  // namespace avx512
+#pragma GCC diagnostic pop
+ROPEX_END_TARGET
+
+ROPEX_BEGIN_TARGET_AVX2
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+namespace avx2 {
+
+template <class V>
+inline V keep(V v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
+// 8 lanes of T to float; the tail of a row (< 8 pairs) goes through the scalar loop.
+template <class T>
+inline __m256 load8(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(p);
+  } else {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (std::is_same_v<T, float16>) return _mm256_cvtph_ps(raw);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+  }
+}
+
+// As avx512::bfloat16_rounded_bits: no NaN fix-up needed inside the rotation.
+inline __m256 bfloat16_rounded(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+template <class T>
+inline __m256 round_to(__m256 v) {
+  if constexpr (std::is_same_v<T, float>)
+    return keep(v);
+  else if constexpr (std::is_same_v<T, float16>)
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  else
+    return bfloat16_rounded(v);
+}
+
+template <class T>
+inline void store8(T* p, __m256 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(p, v);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), keep(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  } else {
+    // v is rounded: its top halves are the bfloat16 bits; pack them in lane order.
+    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+}
+
+template <class T>
+inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half) {
+  std::int64_t i = 0;
+  for (; i + 8 <= half; i += 8) {
+    const __m256 a = load8(x + i), b = load8(x + i + half);
+    const __m256 first = round_to<T>(_mm256_sub_ps(round_to<T>(_mm256_mul_ps(a, load8(cos + i))),
+                                                   round_to<T>(_mm256_mul_ps(b, load8(sin + i)))));
+    const __m256 second = round_to<T>(_mm256_add_ps(round_to<T>(_mm256_mul_ps(b, load8(cos + i + half))),
+                                                    round_to<T>(_mm256_mul_ps(a, load8(sin + i + half)))));
+    store8(x + i, first);
+    store8(x + i + half, second);
+  }
+  rotate_half_row_scalar(x, cos, sin, half, i);
+}
+
+template <class T>
+void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
+                      std::int64_t head_stride, const T* cos, const T* sin, std::int64_t rotary_dim) {
+  const std::int64_t half = rotary_dim / 2;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h)
+      rotate_half_row(data + t * token_stride + h * head_stride, cos + t * rotary_dim, sin + t * rotary_dim, half);
+}
+
+}  // namespace avx2
 #pragma GCC diagnostic pop
 ROPEX_END_TARGET
 #endif
