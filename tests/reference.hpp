@@ -10,11 +10,24 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ropex/ropex.hpp>
 
 namespace ropex_test {
+
+// The stored bits of a float, float16 or bfloat16, for bit-exact comparisons.
+template <class T>
+std::uint32_t bits_of(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  } else {
+    return v.bits;
+  }
+}
 
 // The float kernel's bound (block_angles.hpp, kernels/scalar.hpp): cos and sin are within m 2^-48
 // of exact before their one rounding to float (u = 2^-24), then y = a c - b s costs at most two

@@ -61,16 +61,7 @@ double storage_ulp(double v) {
   return 0;
 }
 
-template <class T>
-std::uint32_t bits_of(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::uint32_t b;
-    std::memcpy(&b, &v, 4);
-    return b;
-  } else {
-    return v.bits;
-  }
-}
+using ropex_test::bits_of;
 
 struct case_shape {
   int head_dim, rotary_dim;

@@ -1,5 +1,5 @@
 // Policy -> per-pair inverse frequencies and attention factor, in double precision.
-// Formulas: ../shared/reference/formulas.md section 2 (HF modeling_rope_utils.py semantics).
+// Formulas: docs/formulas.md section 2 (HF modeling_rope_utils.py semantics).
 // Notation: r = rotary_dim, s = factor, inv0[i] = base^(-2i/r), i = 0 .. r/2-1.
 #pragma once
 
@@ -137,6 +137,22 @@ inline frequencies compute_frequencies(const rope_config& c, const longrope& p, 
     f.attention_factor = p.attention_factor;
   else if (p.factor > 1)
     f.attention_factor = std::sqrt(1 + std::log(p.factor) / std::log(static_cast<double>(p.original_max_position)));
+  return f;
+}
+
+// HF proportional (formulas.md 2.10): base^(-2i/head_dim) / factor for i < rope_angles, then 0.
+inline frequencies compute_frequencies(const rope_config& c, const proportional& p, std::int64_t) {
+  frequencies f{std::vector<double>(static_cast<std::size_t>(c.head_dim / 2), 0.0), 1.0};
+  const int angles = proportional_rope_angles(c, p);
+  for (int i = 0; i < angles; ++i)
+    f.inv_freq[static_cast<std::size_t>(i)] = std::pow(c.base, -2.0 * i / c.head_dim) / p.factor;
+  return f;
+}
+
+// ggml rope_freqs (Llama 3 / LongRoPE GGUF tensors): the default frequencies divided per pair.
+inline frequencies compute_frequencies(const rope_config& c, const freq_factors& p, std::int64_t) {
+  frequencies f{detail::default_inv_freq(c.base, rotary_dim_of(c)), 1.0};
+  for (std::size_t i = 0; i < f.inv_freq.size(); ++i) f.inv_freq[i] /= p.factors[i];
   return f;
 }
 

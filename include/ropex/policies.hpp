@@ -59,7 +59,22 @@ struct longrope {
   double attention_factor = 0;  // 0 = sqrt(1 + ln factor / ln original_max_position)
 };
 
-using scaling = std::variant<plain, linear, ntk, dynamic_ntk, yarn, llama3, longrope>;
+// HF "proportional" (Gemma 4 style, formulas.md 2.10): the exponent runs over the whole head_dim
+// (rotary_dim must be head_dim), only the first int(partial_rotary_factor * head_dim / 2) pairs turn,
+// the rest get frequency 0 (the identity), all divided by factor. In half layout the rotated channels
+// are [0, a) and [head_dim/2, head_dim/2 + a), not the first r channels of classic partial rotary.
+struct proportional {
+  double factor = 1;
+  double partial_rotary_factor = 1;
+};
+
+// ggml's per-pair frequency divisors (rope_freqs / rope_factors_long / rope_factors_short tensors):
+// inv_freq[i] = base^(-2i/r) / factors[i].
+struct freq_factors {
+  std::vector<double> factors;
+};
+
+using scaling = std::variant<plain, linear, ntk, dynamic_ntk, yarn, llama3, longrope, proportional, freq_factors>;
 
 // The Hugging Face rope_type each policy reproduces ("ntk" has no current HF name).
 inline const char* rope_type_name(const plain&) { return "default"; }
@@ -69,6 +84,8 @@ inline const char* rope_type_name(const dynamic_ntk&) { return "dynamic"; }
 inline const char* rope_type_name(const yarn&) { return "yarn"; }
 inline const char* rope_type_name(const llama3&) { return "llama3"; }
 inline const char* rope_type_name(const longrope&) { return "longrope"; }
+inline const char* rope_type_name(const proportional&) { return "proportional"; }
+inline const char* rope_type_name(const freq_factors&) { return "freq_factors"; }
 inline const char* rope_type_name(const scaling& s) {
   return std::visit([](const auto& p) { return rope_type_name(p); }, s);
 }
@@ -135,6 +152,29 @@ inline void validate(const rope_config& c, const longrope& p) {
   };
   check_list(p.short_factor, "longrope.short_factor");
   check_list(p.long_factor, "longrope.long_factor");
+}
+
+// Pairs that turn under proportional: int(partial_rotary_factor * head_dim // 2), as HF computes it.
+inline int proportional_rope_angles(const rope_config& c, const proportional& p) {
+  return static_cast<int>(std::floor(p.partial_rotary_factor * c.head_dim / 2));
+}
+
+inline void validate(const rope_config& c, const proportional& p) {
+  detail::require_positive(p.factor, "proportional.factor");
+  detail::require_finite(p.partial_rotary_factor, "proportional.partial_rotary_factor");
+  detail::require(p.partial_rotary_factor > 0 && p.partial_rotary_factor <= 1, "proportional.partial_rotary_factor",
+                  "must be in (0, 1] (got " + std::to_string(p.partial_rotary_factor) + ")");
+  detail::require(rotary_dim_of(c) == c.head_dim, "rotary_dim",
+                  "must be head_dim for proportional (its zero frequencies leave the unrotated pairs)");
+}
+
+inline void validate(const rope_config& c, const freq_factors& p) {
+  const std::size_t pairs = static_cast<std::size_t>(pair_count(c));
+  detail::require(p.factors.size() == pairs, "freq_factors.factors",
+                  "must have rotary_dim/2 = " + std::to_string(pairs) + " entries (got " +
+                      std::to_string(p.factors.size()) + ")");
+  for (std::size_t i = 0; i < pairs; ++i)
+    detail::require_positive(p.factors[i], "freq_factors.factors[" + std::to_string(i) + "]");
 }
 
 inline void validate(const rope_config& c, const scaling& s) {

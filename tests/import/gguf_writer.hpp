@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <ropex/types.hpp>
+
 namespace ropex_test {
 
 class gguf_writer {
@@ -79,6 +81,25 @@ class gguf_writer {
     return *this;
   }
 
+  // A 1-D tensor with its data: F32 (ggml type 0) or F16 (type 1), at the next 32-byte aligned
+  // offset of the data section (ggml's default general.alignment).
+  gguf_writer& tensor_data(const std::string& name, const std::vector<float>& values, bool f16 = false) {
+    while (data_.size() % 32 != 0) data_.push_back(0);
+    string(tensors_, name);
+    le(tensors_, 1, 4);
+    le(tensors_, values.size(), 8);
+    le(tensors_, f16 ? 1 : 0, 4);
+    le(tensors_, data_.size(), 8);
+    for (float v : values) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      if (f16) le(data_, ropex::detail::float_to_half_bits(v), 2);
+      else le(data_, bits, 4);
+    }
+    ++tensor_count_;
+    return *this;
+  }
+
   std::vector<unsigned char> bytes() const {
     std::vector<unsigned char> out{'G', 'G', 'U', 'F'};
     le(out, version_, 4);
@@ -86,6 +107,10 @@ class gguf_writer {
     le(out, kv_count_, 8);
     out.insert(out.end(), kv_.begin(), kv_.end());
     out.insert(out.end(), tensors_.begin(), tensors_.end());
+    if (!data_.empty()) {
+      while (out.size() % 32 != 0) out.push_back(0);
+      out.insert(out.end(), data_.begin(), data_.end());
+    }
     return out;
   }
 
@@ -111,7 +136,7 @@ class gguf_writer {
 
   std::uint32_t version_;
   std::uint64_t kv_count_ = 0, tensor_count_ = 0;
-  std::vector<unsigned char> kv_, tensors_;
+  std::vector<unsigned char> kv_, tensors_, data_;
 };
 
 }  // namespace ropex_test

@@ -149,9 +149,11 @@ TEST_CASE("gguf: llama is interleaved, key_length and dimension_count give parti
       .u32("llama.attention.head_count", 32)
       .u32("llama.attention.key_length", 128)
       .u32("llama.rope.dimension_count", 64)
-      .tensor("rope_freqs.weight", {64});
+      .tensor("rope_freqs.weight", {32});  // info only: read with read_rope_tensors off
   const auto bytes = w.bytes();
-  const auto m = ropex::parse_gguf(bytes.data(), bytes.size());
+  ropex::gguf::read_options no_data;
+  no_data.read_rope_tensors = false;
+  const auto m = ropex::gguf::to_model_rope(ropex::gguf::read_metadata(bytes.data(), bytes.size(), no_data));
   CHECK(m.config.layout == ropex::layout::interleaved);  // llama.cpp un-permutes HF Llama weights
   CHECK(m.config.head_dim == 128);
   CHECK(m.config.rotary_dim == 64);
@@ -159,9 +161,12 @@ TEST_CASE("gguf: llama is interleaved, key_length and dimension_count give parti
   CHECK(std::holds_alternative<ropex::plain>(m.policy));
   REQUIRE(m.notes.size() == 1);
   CHECK_THAT(m.notes[0], contains_text("rope_freqs"));
+  // Read by default: the info promises data the file does not have.
+  require_format_error([&] { (void)ropex::parse_gguf(bytes.data(), bytes.size()); }, "tensor data");
   ropex::import_options o;
   o.layout = ropex::layout::half;
-  CHECK(ropex::parse_gguf(bytes.data(), bytes.size(), o).config.layout == ropex::layout::half);
+  CHECK(ropex::gguf::to_model_rope(ropex::gguf::read_metadata(bytes.data(), bytes.size(), no_data), o).config.layout ==
+        ropex::layout::half);
 }
 
 TEST_CASE("gguf: deepseek2 MLA with yarn_log_multiplier gives the DeepSeek softmax multiplier", "[import][gguf]") {
@@ -235,7 +240,7 @@ TEST_CASE("gguf: mapping errors name the key", "[import][gguf]") {
   require_format_error([&] { parse(file("gptj", none)); }, "does not use RoPE");
   require_format_error([&] { parse(file("brand-new", none)); }, "import_options::layout");
   require_format_error([&] { parse(file("phi3", [](gguf_writer& w) { w.str("phi3.rope.scaling.type", "longrope"); })); },
-                       "phi3.rope.scaling.type");
+                       "rope_factors_long.weight");  // longrope without its factor tensors
   require_format_error([&] { parse(file("llama", [](gguf_writer& w) { w.str("llama.rope.scaling.type", "wobble"); })); },
                        "llama.rope.scaling.type");
   require_format_error([&] { parse(file("llama", [](gguf_writer& w) { w.str("llama.rope.scaling.type", "linear"); })); },
@@ -407,4 +412,39 @@ TEST_CASE("gguf: rope.dimension_sections gives M-RoPE axes (qwen2vl sections, qw
   REQUIRE_THROWS_AS(ropex::parse_gguf(bad.data(), bad.size()), std::invalid_argument);
   const auto plain = qwen2_yarn_file(3).bytes();
   CHECK_FALSE(ropex::parse_gguf(plain.data(), plain.size()).axes.has_value());
+}
+
+TEST_CASE("gguf: rope_freqs.weight gives the freq_factors policy (Llama 3 GGUF), F32 and F16", "[import][gguf]") {
+  // convert_hf_to_gguf writes 1, s or 1/((1-sigma)/s + sigma) per pair (formulas.md 2.8).
+  const ropex::llama3 l3{8, 1, 4, 8192};
+  const auto want = ropex::make_frequencies(ropex::rope_config{128, 0, 500000.0}, l3).inv_freq;
+  std::vector<float> ff(64);
+  for (std::size_t i = 0; i < ff.size(); ++i)
+    ff[i] = static_cast<float>(std::pow(500000.0, -2.0 * static_cast<double>(i) / 128) / want[i]);
+  for (bool f16 : {false, true}) {
+    gguf_writer w;
+    w.str("general.architecture", "llama")
+        .u32("llama.context_length", 131072)
+        .u32("llama.embedding_length", 4096)
+        .u32("llama.attention.head_count", 32)
+        .f32("llama.rope.freq_base", 500000.0f)
+        .tensor("token_embd.weight", {4096, 128256})
+        .tensor_data("rope_freqs.weight", ff, f16);
+    const auto bytes = w.bytes();
+    const auto m = ropex::parse_gguf(bytes.data(), bytes.size());
+    const auto& p = std::get<ropex::freq_factors>(m.policy);
+    REQUIRE(p.factors.size() == 64);
+    CHECK(m.rope_type == "freq_factors");
+    const auto got = ropex::make_frequencies(m.config, m.policy).inv_freq;
+    for (std::size_t i = 0; i < 64; ++i) CHECK(got[i] == Approx(want[i]).epsilon(f16 ? 1e-3 : 1e-7));
+  }
+  // A wrong length names the tensor.
+  gguf_writer bad;
+  bad.str("general.architecture", "llama")
+      .u32("llama.context_length", 4096)
+      .u32("llama.embedding_length", 4096)
+      .u32("llama.attention.head_count", 32)
+      .tensor_data("rope_freqs.weight", std::vector<float>(10, 1.0f));
+  const auto b = bad.bytes();
+  require_format_error([&] { (void)ropex::parse_gguf(b.data(), b.size()); }, "rope_freqs.weight");
 }

@@ -398,7 +398,8 @@ TEST_CASE("hf: bad input raises std::invalid_argument naming the JSON key path",
       "high_freq_factor": 4})"), "rope_scaling.original_max_position_embeddings");
   require_error(llama_with(R"("original_max_position_embeddings": 4096,
       "rope_scaling": {"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]})"), "rope_scaling.short_factor");
-  require_error(llama_with(R"("rope_scaling": {"rope_type": "proportional"})"), "rope_scaling.rope_type");
+  require_error(llama_with(R"("rope_scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.001})"),
+                "rope_scaling.rope_type");  // int(0.001 * 128 // 2) = 0 rotated pairs
   require_error(llama_with(R"("rope_scaling": [1, 2])"), "rope_scaling");
   require_error(llama_with(R"("rope_parameters": "yarn")"), "rope_parameters");
   require_error(llama_with(R"("partial_rotary_factor": 1.5)"), "partial_rotary_factor");

@@ -40,10 +40,10 @@ const char* kUsage =
     "\n"
     "  --gguf FILE               GGUF model file (metadata only is read)\n"
     "  --head-dim N              build the policy from flags instead:\n"
-    "    --rotary-dim N  --base B  --policy default|linear|ntk|dynamic|yarn|llama3\n"
+    "    --rotary-dim N  --base B  --policy default|linear|ntk|dynamic|yarn|llama3|proportional\n"
     "    --factor S  --original-max-position L  --max-position N\n"
     "    --beta-fast X  --beta-slow X  --mscale X  --mscale-all-dim X  --attention-factor X  --no-truncate\n"
-    "    --low-freq-factor X  --high-freq-factor X\n"
+    "    --low-freq-factor X  --high-freq-factor X  --partial-rotary-factor X (proportional)\n"
     "options:\n"
     "  --layout half|interleaved override the pair layout\n"
     "  --layer-type NAME         entry of per-layer-type rope_parameters (default full_attention)\n"
@@ -74,7 +74,7 @@ struct args {
   bool json = false, truncate = true;
   std::int64_t head_dim = 0, rotary_dim = 0, seq_len = 0, max_position = 0, original_max_position = 0;
   double base = 10000, factor = 1, beta_fast = 0, beta_slow = 0, mscale = 0, mscale_all_dim = 0,
-         attention_factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+         attention_factor = 0, low_freq_factor = 1, high_freq_factor = 4, partial_rotary_factor = 1;
 };
 
 args parse_args(int argc, char** argv) {
@@ -108,6 +108,7 @@ args parse_args(int argc, char** argv) {
     else if (flag == "--mscale") a.mscale = to_number(flag, next());
     else if (flag == "--mscale-all-dim") a.mscale_all_dim = to_number(flag, next());
     else if (flag == "--attention-factor") a.attention_factor = to_number(flag, next());
+    else if (flag == "--partial-rotary-factor") a.partial_rotary_factor = to_number(flag, next());
     else if (flag == "--low-freq-factor") a.low_freq_factor = to_number(flag, next());
     else if (flag == "--high-freq-factor") a.high_freq_factor = to_number(flag, next());
     else usage_error("unknown argument " + flag);
@@ -151,8 +152,10 @@ ropex::model_rope from_flags(const args& a) {
   } else if (a.policy == "llama3") {
     if (orig <= 0) usage_error("--policy llama3 needs --original-max-position");
     m.policy = ropex::llama3{a.factor, a.low_freq_factor, a.high_freq_factor, orig};
+  } else if (a.policy == "proportional") {
+    m.policy = ropex::proportional{a.factor, a.partial_rotary_factor};
   } else {
-    usage_error("--policy must be default, linear, ntk, dynamic, yarn or llama3 (longrope needs --hf)");
+    usage_error("--policy must be default, linear, ntk, dynamic, yarn, llama3 or proportional (longrope needs --hf)");
   }
   return m;
 }
@@ -173,6 +176,8 @@ double full_scale(const ropex::model_rope& m, const std::vector<double>& ratio) 
       [&](const auto& p) -> double {
         using P = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<P, ropex::plain>) return 1.0;
+        else if constexpr (std::is_same_v<P, ropex::freq_factors>)
+          return p.factors.empty() ? 1.0 : *std::max_element(p.factors.begin(), p.factors.end());
         else if constexpr (std::is_same_v<P, ropex::dynamic_ntk>)
           return ratio.empty() ? 1.0 : *std::max_element(ratio.begin(), ratio.end());  // effective alpha
         else return p.factor;
@@ -201,6 +206,10 @@ std::string describe_policy(const ropex::model_rope& m) {
         if constexpr (std::is_same_v<P, ropex::longrope>)
           s << " factor=" << p.factor << " original_max_position=" << p.original_max_position
             << " short_factor[" << p.short_factor.size() << "] long_factor[" << p.long_factor.size() << "]";
+        if constexpr (std::is_same_v<P, ropex::proportional>)
+          s << " factor=" << p.factor << " partial_rotary_factor=" << p.partial_rotary_factor
+            << " rotated_pairs=" << ropex::proportional_rope_angles(m.config, p);
+        if constexpr (std::is_same_v<P, ropex::freq_factors>) s << " factors[" << p.factors.size() << "]";
       },
       m.policy);
   return s.str();
@@ -225,6 +234,9 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
+
+// JSON has no inf or NaN.
+std::string finite_or_null(double v) { return std::isfinite(v) ? num(v) : std::string("null"); }
 
 struct row {
   int index;
@@ -359,7 +371,9 @@ int main(int argc, char** argv) {
       const double wavelength = ropex::detail::two_pi / f.inv_freq[i];
       // Tolerances: ropex's inv_freq is within a few ulp of exact, so 1e-9 separates "equal"
       // from any real scaling (the smallest, YaRN's first blended pair, differs by > 1e-3).
-      const char* region = std::fabs(ratio[i] - 1) <= 1e-9                 ? "extrapolated"
+      // A zero frequency (proportional's unrotated pairs) has no wavelength: the pair stays put.
+      const char* region = f.inv_freq[i] == 0                               ? "not rotated"
+                           : std::fabs(ratio[i] - 1) <= 1e-9                 ? "extrapolated"
                            : (s > 1 + 1e-9 && ratio[i] >= s * (1 - 1e-9)) ? "interpolated"
                                                                            : "blended";
       rows.push_back({static_cast<int>(i), f.inv_freq[i], wavelength,
@@ -383,9 +397,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const row& r = rows[i];
         std::cout << "    {\"index\": " << r.index << ", \"inv_freq\": " << num(r.inv_freq) << ", \"wavelength\": "
-                  << num(r.wavelength) << ", \"wavelength_over_original_context\": "
-                  << (std::isnan(r.over_context) ? std::string("null") : num(r.over_context))
-                  << ", \"scale\": " << num(r.scale) << ", \"region\": \"" << r.region << "\"}"
+                  << finite_or_null(r.wavelength) << ", \"wavelength_over_original_context\": "
+                  << finite_or_null(r.over_context) << ", \"scale\": " << finite_or_null(r.scale) << ", \"region\": \"" << r.region << "\"}"
                   << (i + 1 < rows.size() ? ",\n" : "\n");
       }
       std::cout << "  ]\n}\n";
@@ -401,6 +414,27 @@ int main(int argc, char** argv) {
       std::printf("attention factor (cos/sin): %.10f\n", f.attention_factor);
       std::printf("softmax scale multiplier:   %.10f\n", m.softmax_scale_multiplier);
       for (const std::string& note : m.notes) std::printf("note: %s\n", note.c_str());
+      if (!m.layers.empty()) {
+        // One line per run of identical layers (Gemma 3: 5 sliding, 1 full, ...; Llama 4: NoPE every 4th).
+        std::printf("layers:          %zu\n", m.layers.size());
+        for (std::size_t i = 0; i < m.layers.size();) {
+          std::size_t j = i + 1;
+          const auto same = [](const ropex::layer_rope& x, const ropex::layer_rope& y) {
+            return x.layer_type == y.layer_type && x.rotates == y.rotates && x.config.base == y.config.base &&
+                   x.policy.index() == y.policy.index();
+          };
+          while (j < m.layers.size() && same(m.layers[i], m.layers[j])) ++j;
+          const ropex::layer_rope& l = m.layers[i];
+          std::printf("  %zu-%zu  %s  %s\n", i, j - 1, l.layer_type.empty() ? "-" : l.layer_type.c_str(),
+                      l.rotates ? (std::string(ropex::rope_type_name(l.policy)) + " base=" + num(l.config.base)).c_str()
+                                : "no RoPE");
+          i = j;
+        }
+        if (m.nope_q_temperature)
+          std::printf("NoPE q temperature: log(floor((p + 1) / %g) + 1) * %g + 1\n", m.nope_q_temperature->floor_scale,
+                      m.nope_q_temperature->attn_scale);
+        if (m.qk_norm_after_rope) std::printf("q, k L2-normalised after RoPE on rotating layers (use_qk_norm)\n");
+      }
       std::printf("\n%5s  %-14s  %-14s  %-12s  %-10s  %s\n", "pair", "inv_freq", "wavelength", "wl/context", "scale",
                   "region");
       for (const row& r : rows)
@@ -408,8 +442,12 @@ int main(int argc, char** argv) {
                     r.scale, r.region);
     }
     if (!a.svg.empty()) {
-      write_svg(a.svg, (m.model_type.empty() ? source : m.model_type) + ": " + describe_policy(m), rows,
-                plain_wavelength, context);
+      std::vector<row> drawn;  // pairs with a wavelength (not proportional's zero frequencies)
+      std::vector<double> drawn_plain;
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        if (std::isfinite(rows[i].wavelength)) drawn.push_back(rows[i]), drawn_plain.push_back(plain_wavelength[i]);
+      write_svg(a.svg, (m.model_type.empty() ? source : m.model_type) + ": " + describe_policy(m), drawn, drawn_plain,
+                context);
       if (!a.json) std::printf("\nwrote %s\n", a.svg.c_str());
     }
   } catch (const std::exception& e) {

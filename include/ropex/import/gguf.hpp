@@ -1,8 +1,9 @@
 // GGUF metadata -> ropex::model_rope. Standard library only.
 //
 // Reads the header, the key/value section and the tensor-info names of GGUF v2 and v3 files
-// (little-endian; ggml's gguf.cpp layout), from a byte buffer or from a file, without touching
-// tensor data. Then maps llama.cpp's `<arch>.rope.*` keys to the same model_rope the Hugging
+// (little-endian; ggml's gguf.cpp layout), from a byte buffer or from a file. Of the tensor data it
+// reads only the small per-pair RoPE factor tensors (rope_freqs.weight, rope_factors_long.weight,
+// rope_factors_short.weight; F32 or F16), which llama.cpp applies as theta / factor[i]. Then maps llama.cpp's `<arch>.rope.*` keys to the same model_rope the Hugging
 // Face importer produces (docs/import.md has the table).
 //
 // Robustness contract: every read is bounds-checked against the bytes that remain, string and
@@ -12,6 +13,7 @@
 // byte offset. Nothing is read out of bounds, whatever the input (fuzz/fuzz_gguf.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "ropex/import/model_rope.hpp"
+#include "ropex/types.hpp"
 
 namespace ropex::gguf {
 
@@ -83,6 +86,8 @@ struct metadata {
   std::uint64_t tensor_count = 0;
   std::map<std::string, value> values;
   std::vector<std::string> tensor_names;  // filled when read_options::read_tensor_names
+  // The RoPE factor tensors found (read_options::read_rope_tensors), by name, as doubles.
+  std::map<std::string, std::vector<double>> rope_tensors;
 
   const value* find(const std::string& key) const {
     const auto it = values.find(key);
@@ -94,7 +99,13 @@ struct read_options {
   std::uint64_t max_array_elements_kept = 4096;
   bool read_tensor_names = true;  // also walk the tensor-info section (names only)
   unsigned max_array_depth = 8;   // arrays of arrays nest at most this deep
+  bool read_rope_tensors = true;  // read the data of rope_freqs / rope_factors_long / _short
 };
+
+// Tensors whose data the importer reads: per-pair frequency divisors, ggml's rope `freq_factors`.
+inline bool is_rope_factor_tensor(const std::string& name) {
+  return name == "rope_freqs.weight" || name == "rope_factors_long.weight" || name == "rope_factors_short.weight";
+}
 
 namespace detail {
 
@@ -188,20 +199,77 @@ class parser {
       if (md.tensor_count > src_.remaining() / 24)
         fail("tensor_count " + std::to_string(md.tensor_count) + " cannot fit in the remaining " +
              std::to_string(src_.remaining()) + " bytes");
+      struct wanted {
+        std::string name;
+        std::uint64_t elements, type, offset;
+      };
+      std::vector<wanted> rope;
       for (std::uint64_t t = 0; t < md.tensor_count; ++t) {
         std::string name = read_string("tensor name", true, 65535);
         const std::uint32_t n_dims = read_u32("n_dims of tensor \"" + name + "\"");
         if (n_dims > 4) fail("tensor \"" + name + "\" has " + std::to_string(n_dims) + " dims (GGML_MAX_DIMS is 4)");
-        for (std::uint32_t d = 0; d < n_dims; ++d) (void)read_u64("dimension of tensor \"" + name + "\"");
-        (void)read_u32("type of tensor \"" + name + "\"");
-        (void)read_u64("offset of tensor \"" + name + "\"");
+        std::uint64_t elements = 1;
+        for (std::uint32_t d = 0; d < n_dims; ++d) {
+          const std::uint64_t extent = read_u64("dimension of tensor \"" + name + "\"");
+          elements = extent != 0 && elements > (std::uint64_t{1} << 62) / extent ? (std::uint64_t{1} << 62)
+                                                                                : elements * extent;
+        }
+        const std::uint32_t type = read_u32("type of tensor \"" + name + "\"");
+        const std::uint64_t offset = read_u64("offset of tensor \"" + name + "\"");
+        if (options_.read_rope_tensors && is_rope_factor_tensor(name)) rope.push_back({name, elements, type, offset});
         md.tensor_names.push_back(std::move(name));
       }
+      if (!rope.empty()) read_rope_tensors(md, rope);
     }
     return md;
   }
 
  private:
+  // Tensor data starts at the next multiple of general.alignment (default 32) after the infos;
+  // offsets are relative to it. The factor tensors are a few hundred bytes: F32 or F16 only.
+  template <class Wanted>
+  void read_rope_tensors(metadata& md, std::vector<Wanted>& rope) {
+    std::uint64_t alignment = 32;
+    if (const auto it = md.values.find("general.alignment"); it != md.values.end()) {
+      const value& a = it->second;
+      if (!a.is_integer() || !a.unsigned_integer || *a.unsigned_integer == 0 ||
+          (*a.unsigned_integer & (*a.unsigned_integer - 1)) != 0)
+        fail("general.alignment must be a power of two");
+      alignment = *a.unsigned_integer;
+    }
+    const std::uint64_t here = src_.offset();
+    const std::uint64_t data_start = here + (alignment - here % alignment) % alignment;
+    if (data_start > src_.size) fail("truncated: the tensor data section (RoPE factor tensors) is missing");
+    std::sort(rope.begin(), rope.end(), [](const Wanted& a, const Wanted& b) { return a.offset < b.offset; });
+    for (const Wanted& t : rope) {
+      if (t.type != 0 && t.type != 1)
+        fail("tensor \"" + t.name + "\" has ggml type " + std::to_string(t.type) + "; only F32 (0) and F16 (1) are read");
+      if (t.elements == 0 || t.elements > 65536)
+        fail("tensor \"" + t.name + "\" has " + std::to_string(t.elements) + " elements (expected rotary_dim/2)");
+      if (t.offset > src_.size - data_start || t.offset % alignment != 0)
+        fail("tensor \"" + t.name + "\" offset " + std::to_string(t.offset) + " is outside the data or misaligned");
+      const std::uint64_t at = data_start + t.offset;
+      if (at < src_.offset()) fail("tensor \"" + t.name + "\" overlaps another RoPE tensor");
+      need(at - src_.offset(), "padding before tensor \"" + t.name + "\"");
+      src_.skip(at - src_.offset());
+      const unsigned width = t.type == 0 ? 4 : 2;
+      need(t.elements * width, "data of tensor \"" + t.name + "\"");
+      std::vector<double> values(static_cast<std::size_t>(t.elements));
+      for (double& v : values) {
+        const std::uint64_t bits = read_le(width, "data of tensor \"" + t.name + "\"");
+        if (width == 4) {
+          float f;
+          const auto u = static_cast<std::uint32_t>(bits);
+          std::memcpy(&f, &u, 4);
+          v = f;
+        } else {
+          v = ropex::detail::half_bits_to_float(static_cast<std::uint16_t>(bits));
+        }
+      }
+      md.rope_tensors[t.name] = std::move(values);
+    }
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw format_error("ropex: gguf: " + what + " (at byte offset " + std::to_string(src_.offset()) + ")");
   }
@@ -528,17 +596,60 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
     }
     out.policy = y;
   } else if (type == "longrope") {
-    keys.fail(p + "rope.scaling.type",
-              "is longrope: its per-pair factors are stored as tensors (rope_factors_long/short), not metadata; "
-              "import the model's config.json instead");
+    // Filled from the rope_factors_long/short tensors below.
   } else {
     keys.fail(p + "rope.scaling.type", "is not a supported scaling type (\"" + type + "\"); supported: none, linear, yarn");
   }
 
-  for (const std::string& name : md.tensor_names)
-    if (name == "rope_freqs.weight")
-      out.notes.push_back("rope_freqs.weight present: per-pair frequency divisors (Llama 3 style) live in tensor "
-                          "data and are not applied; import config.json for the llama3 policy");
+  // Per-pair factor tensors (ggml freq_factors, applied as theta / factor[i]).
+  const std::size_t pairs = static_cast<std::size_t>(rotary_dim / 2);
+  auto factors = [&](const char* name) -> const std::vector<double>* {
+    const auto it = md.rope_tensors.find(name);
+    if (it == md.rope_tensors.end()) return nullptr;
+    if (it->second.size() != pairs)
+      keys.fail(name, "must have rope.dimension_count/2 = " + std::to_string(pairs) + " entries (got " +
+                          std::to_string(it->second.size()) + ")");
+    for (std::size_t i = 0; i < it->second.size(); ++i)
+      if (!(it->second[i] > 0) || !std::isfinite(it->second[i]))
+        keys.fail(std::string(name) + "[" + std::to_string(i) + "]", "must be finite and > 0");
+    return &it->second;
+  };
+  const std::vector<double>* long_factors = factors("rope_factors_long.weight");
+  const std::vector<double>* short_factors = factors("rope_factors_short.weight");
+  const std::vector<double>* freq = factors("rope_freqs.weight");
+  if (long_factors || short_factors || type == "longrope") {
+    // LongRoPE (Phi-3): llama.cpp picks long iff n_ctx_seq > n_ctx_orig_yarn; ropex's longrope
+    // picks long iff seq_len > original_max_position (the HF rule, formulas.md 2.9).
+    if (!long_factors) keys.fail("rope_factors_long.weight", "is required for LongRoPE (rope_factors_short.weight present)");
+    if (!short_factors) keys.fail("rope_factors_short.weight", "is required for LongRoPE (rope_factors_long.weight present)");
+    if (type != "none" && type != "longrope")
+      keys.fail(p + "rope.scaling.type", "\"" + type + "\" cannot be combined with rope_factors_long/short");
+    longrope l;
+    l.long_factor = *long_factors;
+    l.short_factor = *short_factors;
+    const auto orig = keys.integer_of(p + "rope.scaling.original_context_length", 1, ropex::detail::max_abs_position);
+    if (!orig) keys.fail(p + "rope.scaling.original_context_length", "is required for LongRoPE");
+    l.original_max_position = *orig;
+    l.factor = static_cast<double>(out.max_position) / static_cast<double>(*orig);
+    if (const auto a = keys.number_of(p + "rope.scaling.attn_factor")) {
+      if (!(*a > 0)) keys.fail(p + "rope.scaling.attn_factor", "must be > 0");
+      l.attention_factor = *a;
+    }
+    out.rope_type = "longrope";
+    out.policy = l;
+  } else if (freq) {
+    if (type == "none") {
+      out.policy = freq_factors{*freq};
+      out.rope_type = "freq_factors";
+    } else {
+      out.notes.push_back("rope_freqs.weight present with rope.scaling.type " + type +
+                          ": ggml divides by both; ropex applies the scaling type only");
+    }
+  } else {
+    for (const std::string& name : md.tensor_names)
+      if (is_rope_factor_tensor(name))
+        out.notes.push_back(name + " present but not read (read_options::read_rope_tensors is off)");
+  }
 
   if (options.layout) {
     out.config.layout = *options.layout;

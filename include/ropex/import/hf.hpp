@@ -16,6 +16,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -148,7 +149,9 @@ inline bool nested_by_layer_type(const json& params) {
 // Llama family are permuted for rotate_half; DeepSeek V2/V3 (MLA) and GPT-J keep Meta's
 // interleaved pairs. Unknown types return nullopt.
 inline std::optional<layout> layout_of_model_type(const std::string& t) {
-  static const char* const interleaved_types[] = {"deepseek_v2", "deepseek_v3", "kimi_k2", "gptj"};
+  // Llama 4 rotates complex pairs (view_as_complex over consecutive channels), i.e. interleaved.
+  static const char* const interleaved_types[] = {"deepseek_v2", "deepseek_v3", "kimi_k2", "gptj", "llama4",
+                                                  "llama4_text"};
   static const char* const half_types[] = {
       "llama",    "mistral",     "mixtral",  "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe",
       "phi",      "phi3",        "phimoe",   "gpt_oss", "gpt_neox",  "gemma",       "gemma2",
@@ -163,9 +166,9 @@ inline std::optional<layout> layout_of_model_type(const std::string& t) {
 
 }  // namespace detail::hf
 
-// Builds a model_rope from an already-parsed config.json. See docs/import.md for every key.
-inline model_rope hf_config_from_json(const nlohmann::json& root, const import_options& options = {}) {
-  using namespace detail::hf;
+namespace detail::hf {
+// One layer type's RoPE (options.layer_type picks the entry of nested rope_parameters).
+inline model_rope import_layer_type(const nlohmann::json& root, const import_options& options) {
   using detail::fail;
   using detail::require;
   require(root.is_object(), "config.json", std::string("must be a JSON object (got ") + root.type_name() + ")");
@@ -216,6 +219,8 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
 
   // ---- head dim and rotary dim ---------------------------------------------------------------
   std::int64_t head_dim = 0, rotary_dim = 0;
+  double rotary_fraction = 1.0;  // partial_rotary_factor; proportional keeps it in its policy
+  const bool proportional_type = out.rope_type == "proportional";
   const found mla_rope = lookup({&cfg}, "qk_rope_head_dim");
   if (mla_rope) {
     // DeepSeek MLA rotates its own qk_rope_head_dim slice in full (HF DeepseekV3RotaryEmbedding
@@ -247,8 +252,12 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
         require(fraction > 0 && fraction <= 1, prf.path, "must be in (0, 1] (got " + std::to_string(fraction) + ")");
       }
       // int(head_dim * partial_rotary_factor): truncation, as in HF and vLLM (80 * 0.4 -> 32).
+      rotary_fraction = fraction;
       rotary_dim = static_cast<std::int64_t>(static_cast<double>(head_dim) * fraction);
-      if (prf)
+      // proportional rotates int(fraction * head_dim // 2) pairs spread over the whole head
+      // (formulas.md 2.10): its frequency table spans head_dim, so rotary_dim is head_dim.
+      if (proportional_type) rotary_dim = head_dim;
+      if (prf && !proportional_type)
         require(rotary_dim >= 2 && rotary_dim % 2 == 0, prf.path,
                 "gives rotary_dim = int(" + std::to_string(head_dim) + " * " + std::to_string(fraction) +
                     ") = " + std::to_string(rotary_dim) + ", which must be even and >= 2");
@@ -355,10 +364,17 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
     if (const found v = lookup({&params}, "attention_factor")) p.attention_factor = as_positive(v);
     out.policy = p;
   } else if (t == "proportional") {
-    fail(type_path, "\"proportional\" (Gemma-4 style, formulas.md 2.10) is not supported by ropex policies");
+    proportional p;
+    p.partial_rotary_factor = rotary_fraction;
+    if (const found f = lookup({&params}, "factor")) p.factor = as_positive(f);
+    require(head_dim % 2 == 0, "head_dim", "must be even for rope_type proportional (got " + std::to_string(head_dim) + ")");
+    require(proportional_rope_angles(rope_config{static_cast<int>(head_dim)}, p) >= 1, type_path,
+            "proportional with partial_rotary_factor " + std::to_string(rotary_fraction) + " rotates no pair");
+    out.policy = p;
   } else {
     fail(type_path, "is not a supported rope_type (\"" + t +
-                        "\"); supported: default, linear, dynamic, yarn, deepseek_yarn, llama3, longrope, su, mrope");
+                        "\"); supported: default, linear, dynamic, yarn, deepseek_yarn, llama3, longrope, su, mrope, "
+                        "proportional");
   }
 
   // ---- multi-axis positions: Qwen2-VL mrope_section, Qwen3-VL mrope_interleaved (axes.hpp) -----
@@ -390,6 +406,112 @@ inline model_rope hf_config_from_json(const nlohmann::json& root, const import_o
     out.config.layout = mla_rope ? layout::interleaved : layout::half;
   }
 
+  return out;
+}
+
+inline bool truthy(const found& f) {
+  if (f.value->is_boolean()) return f.value->get<bool>();
+  require(f.value->is_number(), f.path, std::string("must be a boolean or a number (got ") + f.value->type_name() + ")");
+  return f.value->get<double>() != 0;  // Llama 4 Scout ships attn_temperature_tuning: 4
+}
+
+// Per-layer RoPE (docs/import.md "Per-layer RoPE"): layer types from `layer_types`, or Gemma 3's
+// sliding pattern; Gemma 3 v4 configs give sliding layers rope_local_base_freq with default
+// frequencies; v5 nested rope_parameters give each type its own entry; Llama 4 no_rope_layers.
+inline void add_layers(const json& root, const import_options& options, model_rope& out) {
+  scope top{&root, ""};
+  scope cfg = top;
+  if (const json* text = top.find("text_config");
+      text != nullptr && text->is_object() && !top.find("num_attention_heads") && !top.find("head_dim"))
+    cfg = scope{text, "text_config"};
+  const found layers_key = lookup({&cfg}, "num_hidden_layers");
+  if (!layers_key) return;
+  const std::int64_t n = as_integer(layers_key, 1, 1 << 20);
+  const std::string& mt = out.model_type;
+  const bool gemma3 = mt == "gemma3" || mt == "gemma3_text";
+  const bool llama4 = mt == "llama4" || mt == "llama4_text";
+
+  std::vector<std::string> types;
+  if (const found lt = lookup({&cfg}, "layer_types")) {
+    require(lt.value->is_array() && lt.value->size() == static_cast<std::size_t>(n), lt.path,
+            "must be an array of num_hidden_layers = " + std::to_string(n) + " strings");
+    for (std::size_t i = 0; i < lt.value->size(); ++i)
+      types.push_back(as_string({&(*lt.value)[i], lt.path + "[" + std::to_string(i) + "]"}));
+  } else if (gemma3) {
+    // HF Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern (default 6).
+    found pattern_key = lookup({&cfg}, "sliding_window_pattern");
+    if (!pattern_key) pattern_key = lookup({&cfg}, "_sliding_window_pattern");
+    const std::int64_t pattern = pattern_key ? as_integer(pattern_key, 1, 1 << 20) : 6;
+    for (std::int64_t i = 0; i < n; ++i)
+      types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
+  }
+
+  std::vector<int> rope_layers;  // Llama 4: 1 = RoPE, 0 = NoPE
+  if (llama4) {
+    const found nrl = lookup({&cfg}, "no_rope_layers");
+    if (nrl && !(nrl.value->is_array() && nrl.value->empty())) {
+      require(nrl.value->is_array() && nrl.value->size() >= static_cast<std::size_t>(n), nrl.path,
+              "must be an array of at least num_hidden_layers = " + std::to_string(n) + " entries of 0 or 1");
+      for (std::int64_t i = 0; i < n; ++i)
+        rope_layers.push_back(static_cast<int>(
+            as_integer({&(*nrl.value)[static_cast<std::size_t>(i)], nrl.path + "[" + std::to_string(i) + "]"}, 0, 1)));
+    } else {
+      // HF Llama4TextConfig: an empty or missing list means every no_rope_layer_interval-th layer is NoPE.
+      const found interval_key = lookup({&cfg}, "no_rope_layer_interval");
+      const std::int64_t interval = interval_key ? as_integer(interval_key, 1, 1 << 20) : 4;
+      for (std::int64_t i = 0; i < n; ++i) rope_layers.push_back((i + 1) % interval != 0 ? 1 : 0);
+    }
+    if (const found t = lookup({&cfg}, "attn_temperature_tuning"); t && truthy(t)) {
+      attention_temperature temperature;
+      if (const found v = lookup({&cfg}, "attn_scale")) temperature.attn_scale = as_number(v);
+      if (const found v = lookup({&cfg}, "floor_scale")) temperature.floor_scale = as_positive(v);
+      out.nope_q_temperature = temperature;
+    }
+    const found qk = lookup({&cfg}, "use_qk_norm");
+    out.qk_norm_after_rope = qk ? as_bool(qk) : true;  // HF default True
+  }
+  if (types.empty() && rope_layers.empty()) return;
+
+  // The RoPE of each distinct layer type.
+  const json* nested = nullptr;
+  if (const json* p = cfg.find("rope_parameters"); p != nullptr && nested_by_layer_type(*p)) nested = p;
+  std::map<std::string, std::pair<rope_config, scaling>> by_type;
+  auto rope_of = [&](const std::string& type) -> const std::pair<rope_config, scaling>& {
+    auto it = by_type.find(type);
+    if (it != by_type.end()) return it->second;
+    std::pair<rope_config, scaling> r{out.config, out.policy};
+    if (nested != nullptr) {
+      import_options o = options;
+      o.layer_type = type;
+      const model_rope m = import_layer_type(root, o);
+      r = {m.config, m.policy};
+    } else if (gemma3 && type == "sliding_attention") {
+      // HF Gemma3: the local rotary embedding uses rope_local_base_freq and default frequencies.
+      const found local = lookup({&cfg}, "rope_local_base_freq");
+      r.first.base = local ? as_number(local) : 10000.0;
+      require(r.first.base > 1, local ? local.path : cfg.path_of("rope_local_base_freq"), "must be > 1");
+      r.second = plain{};
+    }
+    return by_type.emplace(type, r).first->second;
+  };
+  for (std::int64_t i = 0; i < n; ++i) {
+    layer_rope l;
+    l.layer_type = types.empty() ? std::string() : types[static_cast<std::size_t>(i)];
+    l.rotates = rope_layers.empty() || rope_layers[static_cast<std::size_t>(i)] == 1;
+    const auto& r = rope_of(l.layer_type.empty() ? options.layer_type : l.layer_type);
+    l.config = r.first;
+    l.policy = r.second;
+    out.layers.push_back(std::move(l));
+  }
+}
+}  // namespace detail::hf
+
+// Builds a model_rope from an already-parsed config.json. See docs/import.md for every key.
+// config and policy describe import_options::layer_type's layers; `layers` has every layer when
+// the config says how they differ.
+inline model_rope hf_config_from_json(const nlohmann::json& root, const import_options& options = {}) {
+  model_rope out = detail::hf::import_layer_type(root, options);
+  detail::hf::add_layers(root, options, out);
   detail::validate_import(out);
   return out;
 }

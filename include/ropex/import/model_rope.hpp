@@ -9,12 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "ropex/attention_temperature.hpp"
 #include "ropex/axes.hpp"
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/policies.hpp"
 
 namespace ropex {
+
+// One decoder layer's RoPE, for models whose layers differ (Gemma 3 local/global bases, Gemma 4
+// proportional full-attention layers, Llama 4 NoPE layers).
+struct layer_rope {
+  std::string layer_type;  // HF layer type ("full_attention", "sliding_attention", ...); "" if none
+  bool rotates = true;     // false: the layer applies no RoPE (Llama 4 no_rope_layers entry 0)
+  rope_config config{0};
+  scaling policy = plain{};
+};
 
 struct model_rope {
   rope_config config{0};
@@ -34,6 +44,15 @@ struct model_rope {
   std::string model_type;   // HF model_type or GGUF general.architecture ("" if absent)
   std::string rope_type;    // the scaling name as written in the source ("default" if none)
   std::vector<std::string> notes;  // what the source holds that this structure cannot express
+
+  // Per layer, when the source says how many layers there are and they differ (Gemma 3 and 4,
+  // Llama 4); empty otherwise, and then every layer uses config and policy above, which always
+  // describe the full-attention (or import_options::layer_type) layers.
+  std::vector<layer_rope> layers;
+  // Llama 4 attn_temperature_tuning: scale q by this on the layers that do not rotate.
+  std::optional<attention_temperature> nope_q_temperature;
+  // Llama 4 use_qk_norm: q and k are L2-normalised after RoPE on the layers that rotate.
+  bool qk_norm_after_rope = false;
 };
 
 // Caller choices shared by both importers.
@@ -62,6 +81,15 @@ inline double deepseek_softmax_multiplier(double factor, double mscale_all_dim) 
 inline void validate_import(const model_rope& m) {
   (void)make_frequencies(m.config, m.policy);
   if (m.axes) validate(*m.axes, m.config);
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    if (m.layers[i].rotates) {
+      try {
+        (void)make_frequencies(m.layers[i].config, m.layers[i].policy);
+      } catch (const std::invalid_argument& e) {
+        fail("layers[" + std::to_string(i) + "]", std::string("(") + m.layers[i].layer_type + "): " + e.what());
+      }
+    }
+  if (m.nope_q_temperature) validate(*m.nope_q_temperature);
 }
 
 }  // namespace detail

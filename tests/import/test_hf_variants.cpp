@@ -1,0 +1,201 @@
+// Hugging Face import of the newer RoPE variants: proportional (Gemma 4 style, docs/formulas.md
+// 2.10) in the v4 rope_scaling and v5 rope_parameters layouts.
+#include "catch.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "ropex/import/hf.hpp"
+#include "ropex/ropex.hpp"
+
+namespace {
+std::string gemma4_style(const std::string& rope) {
+  return R"({"model_type": "gemma4_text", "head_dim": 256, "hidden_size": 2560, "num_attention_heads": 8,
+    "max_position_embeddings": 131072, )" + rope + "}";
+}
+}  // namespace
+
+TEST_CASE("hf: proportional in v4 rope_scaling and nested v5 rope_parameters", "[import][hf]") {
+  const auto v4 = ropex::parse_hf_config(gemma4_style(
+      R"("rope_theta": 1000000.0, "rope_scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.25})"));
+  const auto& p = std::get<ropex::proportional>(v4.policy);
+  CHECK(p.partial_rotary_factor == 0.25);
+  CHECK(p.factor == 1.0);
+  CHECK(ropex::rotary_dim_of(v4.config) == 256);
+  CHECK(v4.rope_type == "proportional");
+  const auto f = ropex::make_frequencies(v4.config, v4.policy);
+  REQUIRE(f.inv_freq.size() == 128);
+  for (int i = 0; i < 128; ++i) {
+    const long double want = i < 32 ? powl(1e6L, -2.0L * i / 256) : 0.0L;
+    CHECK(std::fabs(static_cast<long double>(f.inv_freq[static_cast<std::size_t>(i)]) - want) <= 1e-14L * want);
+  }
+
+  const std::string v5 = gemma4_style(R"("rope_parameters": {
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": 8.0,
+                         "rope_theta": 1000000.0}})");
+  const auto full = ropex::parse_hf_config(v5);
+  CHECK(std::get<ropex::proportional>(full.policy).factor == 8.0);
+  CHECK(full.config.base == 1e6);
+  ropex::import_options o;
+  o.layer_type = "sliding_attention";
+  const auto sliding = ropex::parse_hf_config(v5, o);
+  CHECK(std::holds_alternative<ropex::plain>(sliding.policy));
+  CHECK(sliding.config.base == 1e4);
+
+  CHECK_THROWS_WITH(ropex::parse_hf_config(gemma4_style(
+                        R"("rope_scaling": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": -1})")),
+                    contains_text("rope_scaling.factor"));
+}
+
+#include "gguf_writer.hpp"
+#include "ropex/import/gguf.hpp"
+
+TEST_CASE("gguf: Phi-3-mini-128k LongRoPE from rope_factors_long/short equals its config.json", "[import][gguf][hf]") {
+  const auto hf = ropex::load_hf_config(std::string(ROPEX_TEST_DATA_DIR) + "/hf/phi-3-mini-128k-instruct.json");
+  const auto& l = std::get<ropex::longrope>(hf.policy);
+  std::vector<float> long_f(l.long_factor.begin(), l.long_factor.end()), short_f(l.short_factor.begin(), l.short_factor.end());
+  // What convert_hf_to_gguf writes for Phi3MiniModel: context, original context, attn factor, tensors.
+  ropex_test::gguf_writer w;
+  w.str("general.architecture", "phi3")
+      .u32("phi3.context_length", 131072)
+      .u32("phi3.embedding_length", 3072)
+      .u32("phi3.attention.head_count", 32)
+      .u32("phi3.rope.dimension_count", 96)
+      .f32("phi3.rope.freq_base", 10000.0f)
+      .u32("phi3.rope.scaling.original_context_length", 4096)
+      .f32("phi3.rope.scaling.attn_factor", 1.1902380714238083f)
+      .tensor_data("rope_factors_long.weight", long_f)
+      .tensor_data("rope_factors_short.weight", short_f);
+  const auto bytes = w.bytes();
+  const auto g = ropex::parse_gguf(bytes.data(), bytes.size());
+  CHECK(g.rope_type == "longrope");
+  CHECK(g.config.layout == hf.config.layout);
+  CHECK(ropex::rotary_dim_of(g.config) == ropex::rotary_dim_of(hf.config));
+  for (std::int64_t seq : {std::int64_t{4096}, std::int64_t{4097}}) {
+    const auto a = ropex::make_frequencies(g.config, g.policy, seq), b = ropex::make_frequencies(hf.config, hf.policy, seq);
+    CHECK(a.attention_factor == Approx(b.attention_factor).epsilon(1e-7));
+    for (std::size_t i = 0; i < a.inv_freq.size(); ++i) CHECK(a.inv_freq[i] == Approx(b.inv_freq[i]).epsilon(1e-7));
+  }
+}
+
+namespace {
+std::string hf_data(const std::string& name) { return std::string(ROPEX_TEST_DATA_DIR) + "/hf/" + name; }
+}  // namespace
+
+TEST_CASE("hf: Gemma 3 per-layer RoPE: 5 sliding layers (local base, default) then 1 full (linear 8)", "[import][hf]") {
+  const auto m = ropex::load_hf_config(hf_data("gemma-3-4b-it.json"));
+  CHECK(m.model_type == "gemma3_text");
+  CHECK(std::get<ropex::linear>(m.policy).factor == 8.0);  // full_attention layers
+  CHECK(m.config.base == 1e6);
+  REQUIRE(m.layers.size() == 34);
+  int full = 0;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const auto& l = m.layers[i];
+    CHECK(l.rotates);
+    CHECK(l.config.head_dim == 256);
+    if ((i + 1) % 6 == 0) {
+      ++full;
+      CHECK(l.layer_type == "full_attention");
+      CHECK(l.config.base == 1e6);
+      CHECK(std::get<ropex::linear>(l.policy).factor == 8.0);
+    } else {
+      CHECK(l.layer_type == "sliding_attention");
+      CHECK(l.config.base == 1e4);
+      CHECK(std::holds_alternative<ropex::plain>(l.policy));
+    }
+  }
+  CHECK(full == 5);
+  CHECK_FALSE(m.nope_q_temperature);
+  // Local layers: inv_freq = 10000^(-2i/256) exactly as the formula (long double).
+  const auto f = ropex::make_frequencies(m.layers[0].config, m.layers[0].policy);
+  for (int i = 0; i < 128; ++i)
+    CHECK(std::fabs(static_cast<long double>(f.inv_freq[static_cast<std::size_t>(i)]) - powl(1e4L, -2.0L * i / 256)) <=
+          1e-14L * powl(1e4L, -2.0L * i / 256));
+}
+
+TEST_CASE("hf: v5 layer_types with per-type rope_parameters", "[import][hf]") {
+  const auto m = ropex::parse_hf_config(R"({"model_type": "gemma3_text", "head_dim": 128, "num_attention_heads": 8,
+    "hidden_size": 1024, "num_hidden_layers": 4,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}})");
+  REQUIRE(m.layers.size() == 4);
+  CHECK(m.layers[0].config.base == 1e4);
+  CHECK(std::holds_alternative<ropex::plain>(m.layers[2].policy));
+  CHECK(m.layers[3].config.base == 1e6);
+  CHECK(std::get<ropex::linear>(m.layers[3].policy).factor == 8.0);
+  CHECK_THROWS_WITH(ropex::parse_hf_config(R"({"model_type": "gemma3_text", "head_dim": 128, "num_hidden_layers": 2,
+    "layer_types": ["sliding_attention"]})"), contains_text("layer_types"));
+}
+
+TEST_CASE("hf: Llama 4 Scout: NoPE every 4th layer, q temperature, qk norm", "[import][hf]") {
+  const auto m = ropex::load_hf_config(hf_data("llama-4-scout-17b-16e.json"));
+  CHECK(m.model_type == "llama4_text");
+  CHECK(m.config.layout == ropex::layout::interleaved);  // HF Llama 4 rotates view_as_complex pairs
+  const auto& l3 = std::get<ropex::llama3>(m.policy);
+  CHECK(l3.factor == 8.0);
+  REQUIRE(m.layers.size() == 48);
+  for (std::size_t i = 0; i < 48; ++i) {
+    INFO("layer " << i);
+    CHECK(m.layers[i].rotates == ((i + 1) % 4 != 0));
+    CHECK(std::holds_alternative<ropex::llama3>(m.layers[i].policy));
+  }
+  REQUIRE(m.nope_q_temperature);
+  CHECK(m.nope_q_temperature->attn_scale == 0.1);
+  CHECK(m.nope_q_temperature->floor_scale == 8192);
+  CHECK(m.qk_norm_after_rope);
+  // t(p) = log(floor((p + 1) / 8192) + 1) * 0.1 + 1.
+  CHECK(m.nope_q_temperature->at(0) == 1.0);
+  CHECK(m.nope_q_temperature->at(8190) == 1.0);
+  CHECK(m.nope_q_temperature->at(8191) == Approx(1 + 0.1 * std::log(2.0)).epsilon(1e-15));
+  CHECK(m.nope_q_temperature->at(1 << 20) == Approx(1 + 0.1 * std::log(129.0)).epsilon(1e-15));
+  // An empty no_rope_layers list means HF's default interval of 4.
+  const auto d = ropex::parse_hf_config(R"({"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8,
+    "hidden_size": 1024, "num_hidden_layers": 8, "no_rope_layers": [], "no_rope_layer_interval": 2})");
+  REQUIRE(d.layers.size() == 8);
+  CHECK_FALSE(d.layers[1].rotates);
+  CHECK(d.layers[2].rotates);
+  CHECK_FALSE(d.nope_q_temperature);
+}
+
+TEST_CASE("attention temperature scales q in place, rounded once per element", "[import][hf]") {
+  ropex::attention_temperature t{0.1, 4};
+  std::vector<float> q(2 * 3 * 8, 2.0f);
+  const std::int64_t positions[] = {2, 100};
+  ropex::apply_attention_temperature(t, ropex::contiguous_view(q.data(), 2, 3, 8), 8, positions);
+  for (std::size_t i = 0; i < 24; ++i) CHECK(q[i] == 2.0f);  // floor(3 / 4) = 0: t = 1
+  const float s = static_cast<float>(1 + 0.1 * std::log(26.0));  // floor(101 / 4) = 25
+  for (std::size_t i = 24; i < 48; ++i) CHECK(q[i] == 2.0f * s);
+  const std::int64_t bad[] = {0, -1};
+  CHECK_THROWS_WITH(ropex::apply_attention_temperature(t, ropex::contiguous_view(q.data(), 2, 3, 8), 8, bad),
+                    contains_text("positions[1]"));
+}
+
+TEST_CASE("MLA recipe: DeepSeek-V3 rotates the qk_rope_head_dim slice after the nope channels", "[import][hf][mla]") {
+  const auto m = ropex::load_hf_config(hf_data("deepseek-v3.json"));
+  const int nope = 128, rope_dim = ropex::rotary_dim_of(m.config), qk_head_dim = nope + rope_dim;  // 192
+  REQUIRE(rope_dim == 64);
+  const ropex::rotary_embedding rope(m.config, m.policy);
+  const std::int64_t tokens = 5, heads = 4;
+  std::vector<float> q(static_cast<std::size_t>(tokens * heads * qk_head_dim));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * static_cast<float>(i));
+  const std::vector<float> before = q;
+  const std::int64_t positions[] = {0, 1, 4095, 4096, 163839};
+  // The recipe: a strided view whose rows start after the nope channels of each head.
+  ropex::tensor_view<float> rope_part{q.data() + nope, tokens, heads, heads * qk_head_dim, qk_head_dim};
+  rope.apply(rope_part, positions);
+  // Reference: the same slices copied out contiguously and rotated there.
+  std::vector<float> slices(static_cast<std::size_t>(tokens * heads * rope_dim));
+  for (std::int64_t r = 0; r < tokens * heads; ++r)
+    for (int c = 0; c < rope_dim; ++c)
+      slices[static_cast<std::size_t>(r * rope_dim + c)] = before[static_cast<std::size_t>(r * qk_head_dim + nope + c)];
+  rope.apply(slices.data(), tokens, heads, positions);
+  for (std::int64_t r = 0; r < tokens * heads; ++r) {
+    for (int c = 0; c < nope; ++c)
+      CHECK(q[static_cast<std::size_t>(r * qk_head_dim + c)] == before[static_cast<std::size_t>(r * qk_head_dim + c)]);
+    for (int c = 0; c < rope_dim; ++c)
+      CHECK(q[static_cast<std::size_t>(r * qk_head_dim + nope + c)] == slices[static_cast<std::size_t>(r * rope_dim + c)]);
+  }
+  CHECK(m.softmax_scale_multiplier == Approx(1.87385).epsilon(1e-5));
+}

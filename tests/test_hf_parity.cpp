@@ -1,0 +1,319 @@
+// Hugging Face parity mode: bit equality with transformers' arithmetic. Two references:
+//   - a per-op rounded evaluation written here (each product, then each sum, rounded to T),
+//     over random inputs, positions to 2^20, head dims 64/128/256 and partial rotary;
+//   - PyTorch itself: fixtures written once by tests/data/hf_parity/generate.py (torch 1.13, CPU).
+#include "catch.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ropex/hf_parity.hpp>
+#include <ropex/ropex.hpp>
+
+#include "reference.hpp"
+
+using namespace ropex;
+
+namespace {
+
+// PyTorch's rounding of one elementwise result to T, written without the library's kernels.
+template <class T>
+float rounded(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    volatile float stored = v;  // a store: the product cannot be fused into the next add
+    return stored;
+  } else {
+    return static_cast<float>(T(v));
+  }
+}
+
+// x[:r] * cos + rotate_half(x[:r]) * sin, one row, as PyTorch evaluates it.
+template <class T>
+void reference_row(T* x, const T* cos, const T* sin, int r) {
+  const int h = r / 2;
+  std::vector<float> in(static_cast<std::size_t>(r));
+  for (int i = 0; i < r; ++i) in[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
+  for (int i = 0; i < r; ++i) {
+    const float rotated = i < h ? -in[static_cast<std::size_t>(i + h)] : in[static_cast<std::size_t>(i - h)];
+    const float a = rounded<T>(in[static_cast<std::size_t>(i)] * static_cast<float>(cos[i]));
+    const float b = rounded<T>(rotated * static_cast<float>(sin[i]));
+    x[i] = T(rounded<T>(a + b));
+  }
+}
+
+using ropex_test::bits_of;
+
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed, float scale = 1) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<T> v(n);
+  for (auto& e : v) e = T(d(g));
+  return v;
+}
+
+std::vector<kernels::isa> families() {
+  std::vector<kernels::isa> out{kernels::isa::scalar};
+  if (kernels::isa_available(kernels::isa::avx2)) out.push_back(kernels::isa::avx2);
+  if (kernels::isa_available(kernels::isa::avx512)) out.push_back(kernels::isa::avx512);
+  return out;
+}
+
+template <class T>
+void check_random_against_reference(int head_dim, int rotary_dim, std::uint64_t seed) {
+  const std::int64_t tokens = 9, heads = 3;
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+  std::mt19937_64 g(seed);
+  for (auto& p : positions) p = static_cast<std::int64_t>(g() % (std::uint64_t{1} << 20));
+  positions[0] = std::int64_t{1} << 20;
+  rope_config cfg{head_dim, rotary_dim, 10000.0};
+  std::vector<T> cos(static_cast<std::size_t>(tokens * rotary_dim)), sin(cos.size());
+  make_hf_cos_sin<T>(cfg, plain{}, positions.data(), tokens, 0, cos.data(), sin.data());
+  const std::vector<T> x = random_values<T>(static_cast<std::size_t>(tokens * heads * head_dim), seed + 1);
+  std::vector<T> expected = x;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h)
+      reference_row(expected.data() + (t * heads + h) * head_dim, cos.data() + t * rotary_dim,
+                    sin.data() + t * rotary_dim, rotary_dim);
+  for (kernels::isa family : families()) {
+    kernels::forced_isa guard(family);
+    std::vector<T> y = x;
+    apply_hf_rotate_half(contiguous_view(y.data(), tokens, heads, head_dim), cos.data(), sin.data(), rotary_dim);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) differing += bits_of(y[i]) != bits_of(expected[i]);
+    INFO("isa " << kernels::isa_name(family) << ", head_dim " << head_dim << ", rotary_dim " << rotary_dim);
+    CHECK(differing == 0);
+  }
+}
+
+// ---- PyTorch fixtures ------------------------------------------------------------------------
+struct fixture {
+  std::int64_t tokens = 0, heads = 0, head_dim = 0, rotary_dim = 0, dtype = 0, interleave = 0;
+  double base = 0, scaling = 0;
+  std::vector<std::int64_t> positions;
+  std::vector<float> inv_freq, cos32, sin32;
+  std::vector<std::uint16_t> cos16, sin16, x16, out16;  // dtype 1, 2
+  std::vector<float> cos, sin, x, out;                  // dtype 0
+};
+
+template <class V>
+void read_into(std::ifstream& f, V& v, std::size_t n) {
+  v.resize(n);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(v[0])));
+}
+
+fixture read_fixture(const std::string& name) {
+  std::ifstream f(std::string(ROPEX_TEST_DATA_DIR) + "/hf_parity/" + name + ".bin", std::ios::binary);
+  REQUIRE(f.good());
+  char magic[8];
+  f.read(magic, 8);
+  REQUIRE(std::memcmp(magic, "RPXHF1", 6) == 0);
+  fixture fx;
+  std::int64_t header[6];
+  f.read(reinterpret_cast<char*>(header), sizeof header);
+  fx.tokens = header[0], fx.heads = header[1], fx.head_dim = header[2], fx.rotary_dim = header[3];
+  fx.dtype = header[4], fx.interleave = header[5];
+  f.read(reinterpret_cast<char*>(&fx.base), 8);
+  f.read(reinterpret_cast<char*>(&fx.scaling), 8);
+  const auto rows = static_cast<std::size_t>(fx.tokens * fx.rotary_dim);
+  const auto values = static_cast<std::size_t>(fx.tokens * fx.heads * fx.head_dim);
+  read_into(f, fx.positions, static_cast<std::size_t>(fx.tokens));
+  read_into(f, fx.inv_freq, static_cast<std::size_t>(fx.rotary_dim / 2));
+  read_into(f, fx.cos32, rows);
+  read_into(f, fx.sin32, rows);
+  if (fx.dtype == 0) {
+    read_into(f, fx.cos, rows);
+    read_into(f, fx.sin, rows);
+    read_into(f, fx.x, values);
+    read_into(f, fx.out, values);
+  } else {
+    read_into(f, fx.cos16, rows);
+    read_into(f, fx.sin16, rows);
+    read_into(f, fx.x16, values);
+    read_into(f, fx.out16, values);
+  }
+  REQUIRE(f.good());
+  return fx;
+}
+
+int ulps_apart(float a, float b) {
+  const auto key = [](float v) {
+    std::int32_t i;
+    std::memcpy(&i, &v, 4);
+    return i < 0 ? std::int64_t{INT32_MIN} - i : std::int64_t{i};  // monotone in v
+  };
+  const std::int64_t d = key(a) - key(b);
+  return static_cast<int>(d < 0 ? -d : d);
+}
+
+template <class T>
+std::vector<T> as(const std::vector<std::uint16_t>& bits) {
+  std::vector<T> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) out[i] = T::from_bits(bits[i]);
+  return out;
+}
+
+template <class T>
+void check_fixture(const fixture& fx) {
+  std::vector<T> cos, sin, x, out;
+  if constexpr (std::is_same_v<T, float>) {
+    cos = fx.cos, sin = fx.sin, x = fx.x, out = fx.out;
+  } else {
+    cos = as<T>(fx.cos16), sin = as<T>(fx.sin16), x = as<T>(fx.x16), out = as<T>(fx.out16);
+  }
+  // The rotation on PyTorch's own cos/sin: 0 differing bits.
+  for (kernels::isa family : families()) {
+    kernels::forced_isa guard(family);
+    std::vector<T> y = x;
+    const auto view = contiguous_view(y.data(), fx.tokens, fx.heads, static_cast<int>(fx.head_dim));
+    if (fx.interleave)
+      apply_hf_rotate_half_interleave(view, cos.data(), sin.data(), fx.rotary_dim);
+    else
+      apply_hf_rotate_half(view, cos.data(), sin.data(), fx.rotary_dim);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) differing += bits_of(y[i]) != bits_of(out[i]);
+    INFO("isa " << kernels::isa_name(family));
+    CHECK(differing == 0);
+  }
+  // cos/sin from PyTorch's inv_freq: within 1 float ulp of PyTorch's float32 rows.
+  std::vector<float> c32(cos.size()), s32(cos.size());
+  make_hf_cos_sin<float>(fx.inv_freq.data(), fx.rotary_dim / 2, fx.scaling, fx.positions.data(), fx.tokens, c32.data(),
+                         s32.data());
+  // After the float32 multiply by a scaling m != 1, a 1-ulp difference can become 2.
+  const int allowed = fx.scaling == 1.0 ? 1 : 2;
+  int worst = 0;
+  for (std::size_t i = 0; i < c32.size(); ++i)
+    worst = std::max({worst, ulps_apart(c32[i], fx.cos32[i]), ulps_apart(s32[i], fx.sin32[i])});
+  CHECK(worst <= allowed);
+  // hf_inv_freq: within 1 ulp of PyTorch's table (its powf is SLEEF's, not correctly rounded).
+  const std::vector<float> inv =
+      hf_inv_freq(rope_config{static_cast<int>(fx.rotary_dim), 0, fx.base}, plain{}, 0);
+  REQUIRE(inv.size() == fx.inv_freq.size());
+  for (std::size_t i = 0; i < inv.size(); ++i)
+    CHECK(std::fabs(inv[i] - fx.inv_freq[i]) <= std::nextafter(fx.inv_freq[i], 1.0f) - fx.inv_freq[i]);
+}
+
+}  // namespace
+
+TEST_CASE("hf parity: rotate_half equals the per-op rounded reference bit for bit", "[hf_parity]") {
+  for (int d : {64, 128, 256}) {
+    check_random_against_reference<float>(d, d, 10 + static_cast<std::uint64_t>(d));
+    check_random_against_reference<float16>(d, d, 20 + static_cast<std::uint64_t>(d));
+    check_random_against_reference<bfloat16>(d, d, 30 + static_cast<std::uint64_t>(d));
+  }
+  // Partial rotary, odd pair counts and tails that are not a multiple of the vector width.
+  for (int r : {2, 6, 32, 34, 50}) {
+    check_random_against_reference<float>(80, r, 40 + static_cast<std::uint64_t>(r));
+    check_random_against_reference<float16>(80, r, 50 + static_cast<std::uint64_t>(r));
+    check_random_against_reference<bfloat16>(80, r, 60 + static_cast<std::uint64_t>(r));
+  }
+}
+
+TEST_CASE("hf parity: PyTorch fixtures, 0 differing bits", "[hf_parity]") {
+  for (const char* name : {"f32_d128", "f32_deepseek_interleave"}) {
+    INFO(name);
+    check_fixture<float>(read_fixture(name));
+  }
+  for (const char* name : {"f16_d64", "f16_yarn_scaled"}) {
+    INFO(name);
+    check_fixture<float16>(read_fixture(name));
+  }
+  for (const char* name : {"bf16_d256", "bf16_partial", "bf16_deepseek_interleave"}) {
+    INFO(name);
+    check_fixture<bfloat16>(read_fixture(name));
+  }
+}
+
+TEST_CASE("hf parity: pass-through channels and strided views", "[hf_parity]") {
+  const int head_dim = 96, r = 32;
+  const std::int64_t tokens = 4, heads = 2, padded = 128;  // head rows 128 apart inside a fused buffer
+  std::vector<float> cos(static_cast<std::size_t>(tokens * r)), sin(cos.size());
+  const std::int64_t positions[] = {0, 7, 4096, 1 << 20};
+  make_hf_cos_sin<float>(rope_config{head_dim, r}, plain{}, positions, tokens, 0, cos.data(), sin.data());
+  std::vector<float> buffer = random_values<float>(static_cast<std::size_t>(tokens * heads * padded), 5);
+  const std::vector<float> before = buffer;
+  apply_hf_rotate_half(tensor_view<float>{buffer.data(), tokens, heads, heads * padded, padded}, cos.data(), sin.data(),
+                       r);
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = r; i < padded; ++i) {
+        const auto k = static_cast<std::size_t>((t * heads + h) * padded + i);
+        CHECK(bits_of(buffer[k]) == bits_of(before[k]));
+      }
+  // Position 0: cos 1, sin 0 -> identity on the rotated channels as well.
+  for (std::int64_t i = 0; i < r; ++i) CHECK(buffer[static_cast<std::size_t>(i)] == before[static_cast<std::size_t>(i)]);
+}
+
+TEST_CASE("hf parity: make_hf_cos_sin follows HF's float32 angle", "[hf_parity]") {
+  // Positions above 2^24 alias in float32 (2^24 + 1 -> 2^24), as position_ids.float() does.
+  const std::int64_t positions[] = {(std::int64_t{1} << 24) + 1, std::int64_t{1} << 24};
+  std::vector<float> cos(2 * 64), sin(cos.size());
+  make_hf_cos_sin<float>(rope_config{64}, plain{}, positions, 2, 0, cos.data(), sin.data());
+  for (int i = 0; i < 64; ++i) {
+    CHECK(cos[static_cast<std::size_t>(i)] == cos[static_cast<std::size_t>(64 + i)]);
+    CHECK(sin[static_cast<std::size_t>(i)] == sin[static_cast<std::size_t>(64 + i)]);
+  }
+  // cat(freqs, freqs): both halves equal; attention scaling multiplies both.
+  yarn y;
+  y.factor = 4;
+  y.original_max_position = 4096;
+  const std::int64_t p[] = {12345};
+  std::vector<float> c1(128), s1(128);
+  make_hf_cos_sin<float>(rope_config{128}, y, p, 1, 0, c1.data(), s1.data());
+  const float m = static_cast<float>(make_frequencies(rope_config{128}, y).attention_factor);
+  for (int i = 0; i < 64; ++i) {
+    CHECK(c1[static_cast<std::size_t>(i)] == c1[static_cast<std::size_t>(64 + i)]);
+    CHECK(c1[static_cast<std::size_t>(i)] * c1[static_cast<std::size_t>(i)] +
+              s1[static_cast<std::size_t>(i)] * s1[static_cast<std::size_t>(i)] ==
+          Approx(m * m).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("hf parity: hf_inv_freq follows HF's float32 formulas", "[hf_parity]") {
+  // Every policy stays within float noise of the exact (double) frequencies.
+  const rope_config cfg{128, 0, 500000.0};
+  longrope lr;
+  lr.short_factor.assign(64, 1.5);
+  lr.long_factor.assign(64, 3.25);
+  lr.factor = 32;
+  dynamic_ntk dn;
+  dn.factor = 2;
+  dn.max_position = 4096;
+  yarn y;
+  y.factor = 8;
+  y.original_max_position = 8192;
+  const scaling policies[] = {plain{}, linear{4}, ntk{2}, dn, y, llama3{}, lr};
+  for (const scaling& s : policies) {
+    for (std::int64_t seq : {std::int64_t{0}, std::int64_t{100000}}) {
+      const std::vector<float> f = hf_inv_freq(cfg, s, seq);
+      const frequencies exact = make_frequencies(cfg, s, seq);
+      REQUIRE(f.size() == exact.inv_freq.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        INFO(rope_type_name(s) << " seq " << seq << " i " << i);
+        CHECK(static_cast<double>(f[i]) == Approx(exact.inv_freq[i]).epsilon(2e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("hf parity: rejects bad arguments before writing", "[hf_parity]") {
+  std::vector<float> x(64, 1.0f), cos(64, 1.0f), sin(64, 0.0f);
+  const auto view = contiguous_view(x.data(), 1, 1, 64);
+  CHECK_THROWS_WITH(apply_hf_rotate_half(view, cos.data(), sin.data(), 3), contains_text("rotary_dim"));
+  CHECK_THROWS_WITH(apply_hf_rotate_half(view, cos.data(), static_cast<const float*>(nullptr), 64),
+                    contains_text("sin"));
+  CHECK_THROWS_WITH(apply_hf_rotate_half_interleave(view, cos.data(), sin.data(), 2048), contains_text("rotary_dim"));
+  const std::int64_t pos[] = {0};
+  CHECK_THROWS_WITH(make_hf_cos_sin<float>(rope_config{64}, linear{-1}, pos, 1, 0, cos.data(), sin.data()),
+                    contains_text("linear.factor"));
+  for (float v : cos) CHECK(v == 1.0f);
+  for (float v : x) CHECK(v == 1.0f);
+}
