@@ -60,9 +60,11 @@ inline void rotate_half_row_scalar(T* x, const T* cos, const T* sin, std::int64_
 #if ROPEX_KERNELS_X86
 ROPEX_BEGIN_TARGET_AVX512
 // GCC 12's intrinsic headers pass _mm*_undefined_* operands that trip these (as in kernels/avx512.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace avx512 {
 
 inline __m512 keep(__m512 v) {
@@ -160,13 +162,17 @@ void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int
 }
 
 }  // namespace avx512
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 
 ROPEX_BEGIN_TARGET_AVX2
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace avx2 {
 
 template <class V>
@@ -244,7 +250,9 @@ void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int
 }
 
 }  // namespace avx2
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 #endif
 
