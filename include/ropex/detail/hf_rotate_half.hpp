@@ -122,11 +122,12 @@ inline void store16(T* p, __mmask16 m, bool full, __m512 v) {
     else
       _mm512_mask_storeu_ps(p, m, v);
   } else {
-    // bfloat16: v is already rounded (round_to ran last), so keeping the top half is exact.
+    // The last rounding of the sum happens here: vcvtps2ph rounds to nearest even itself; for
+    // bfloat16 the rounded bits' top halves are the result.
     const __m256i narrow =
         std::is_same_v<T, float16>
             ? keep(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-            : keep(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+            : keep(_mm512_cvtepi32_epi16(_mm512_srli_epi32(bfloat16_rounded_bits(v), 16)));
     if (full)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow);
     else
@@ -141,11 +142,11 @@ inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half)
     const bool full = left >= 16;
     const __mmask16 m = full ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
     const __m512 a = load16(x + i, m, full), b = load16(x + i + half, m, full);
-    const __m512 first = round_to<T>(_mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m, full))),
-                                                   round_to<T>(_mm512_mul_ps(b, load16(sin + i, m, full)))));
-    const __m512 second =
-        round_to<T>(_mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m, full))),
-                                  round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m, full)))));
+    // The sums are rounded to T by store16.
+    const __m512 first = _mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m, full))),
+                                       round_to<T>(_mm512_mul_ps(b, load16(sin + i, m, full))));
+    const __m512 second = _mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m, full))),
+                                        round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m, full))));
     store16(x + i, m, full, first);
     store16(x + i + half, m, full, second);
   }
@@ -218,8 +219,8 @@ inline void store8(T* p, __m256 v) {
   } else if constexpr (std::is_same_v<T, float16>) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), keep(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
   } else {
-    // v is rounded: its top halves are the bfloat16 bits; pack them in lane order.
-    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    // The last rounding happens here (vcvtps2ph above rounds itself); pack the top halves in order.
+    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(bfloat16_rounded(v)), 16);
     const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
   }
@@ -230,10 +231,11 @@ inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half)
   std::int64_t i = 0;
   for (; i + 8 <= half; i += 8) {
     const __m256 a = load8(x + i), b = load8(x + i + half);
-    const __m256 first = round_to<T>(_mm256_sub_ps(round_to<T>(_mm256_mul_ps(a, load8(cos + i))),
-                                                   round_to<T>(_mm256_mul_ps(b, load8(sin + i)))));
-    const __m256 second = round_to<T>(_mm256_add_ps(round_to<T>(_mm256_mul_ps(b, load8(cos + i + half))),
-                                                    round_to<T>(_mm256_mul_ps(a, load8(sin + i + half)))));
+    // The sums are rounded to T by store8.
+    const __m256 first = _mm256_sub_ps(round_to<T>(_mm256_mul_ps(a, load8(cos + i))),
+                                       round_to<T>(_mm256_mul_ps(b, load8(sin + i))));
+    const __m256 second = _mm256_add_ps(round_to<T>(_mm256_mul_ps(b, load8(cos + i + half))),
+                                        round_to<T>(_mm256_mul_ps(a, load8(sin + i + half))));
     store8(x + i, first);
     store8(x + i + half, second);
   }
