@@ -60,9 +60,11 @@ inline void rotate_half_row_scalar(T* x, const T* cos, const T* sin, std::int64_
 #if ROPEX_KERNELS_X86
 ROPEX_BEGIN_TARGET_AVX512
 // GCC 12's intrinsic headers pass _mm*_undefined_* operands that trip these (as in kernels/avx512.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace avx512 {
 
 inline __m512 keep(__m512 v) {
@@ -120,11 +122,12 @@ inline void store16(T* p, __mmask16 m, bool full, __m512 v) {
     else
       _mm512_mask_storeu_ps(p, m, v);
   } else {
-    // bfloat16: v is already rounded (round_to ran last), so keeping the top half is exact.
+    // The last rounding of the sum happens here: vcvtps2ph rounds to nearest even itself; for
+    // bfloat16 the rounded bits' top halves are the result.
     const __m256i narrow =
         std::is_same_v<T, float16>
             ? keep(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-            : keep(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+            : keep(_mm512_cvtepi32_epi16(_mm512_srli_epi32(bfloat16_rounded_bits(v), 16)));
     if (full)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow);
     else
@@ -139,17 +142,19 @@ inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half)
     const bool full = left >= 16;
     const __mmask16 m = full ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
     const __m512 a = load16(x + i, m, full), b = load16(x + i + half, m, full);
-    const __m512 first = round_to<T>(_mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m, full))),
-                                                   round_to<T>(_mm512_mul_ps(b, load16(sin + i, m, full)))));
-    const __m512 second =
-        round_to<T>(_mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m, full))),
-                                  round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m, full)))));
+    // The sums are rounded to T by store16.
+    const __m512 first = _mm512_sub_ps(round_to<T>(_mm512_mul_ps(a, load16(cos + i, m, full))),
+                                       round_to<T>(_mm512_mul_ps(b, load16(sin + i, m, full))));
+    const __m512 second = _mm512_add_ps(round_to<T>(_mm512_mul_ps(b, load16(cos + i + half, m, full))),
+                                        round_to<T>(_mm512_mul_ps(a, load16(sin + i + half, m, full))));
     store16(x + i, m, full, first);
     store16(x + i + half, m, full, second);
   }
 }
 
-// Every (token, head) row of a strided view; cos/sin row t serves token t.
+// Every (token, head) row of a strided view; cos/sin row t serves token t. Each family has its own
+// copy of this loop on purpose: compiled for the target, it inlines the row kernel (through a
+// function pointer from generic code, a 64-channel row costs 1.5x).
 template <class T>
 void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
                       std::int64_t head_stride, const T* cos, const T* sin, std::int64_t rotary_dim) {
@@ -160,13 +165,17 @@ void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int
 }
 
 }  // namespace avx512
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 
 ROPEX_BEGIN_TARGET_AVX2
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace avx2 {
 
 template <class V>
@@ -212,8 +221,8 @@ inline void store8(T* p, __m256 v) {
   } else if constexpr (std::is_same_v<T, float16>) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), keep(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
   } else {
-    // v is rounded: its top halves are the bfloat16 bits; pack them in lane order.
-    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    // The last rounding happens here (vcvtps2ph above rounds itself); pack the top halves in order.
+    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(bfloat16_rounded(v)), 16);
     const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
   }
@@ -224,16 +233,18 @@ inline void rotate_half_row(T* x, const T* cos, const T* sin, std::int64_t half)
   std::int64_t i = 0;
   for (; i + 8 <= half; i += 8) {
     const __m256 a = load8(x + i), b = load8(x + i + half);
-    const __m256 first = round_to<T>(_mm256_sub_ps(round_to<T>(_mm256_mul_ps(a, load8(cos + i))),
-                                                   round_to<T>(_mm256_mul_ps(b, load8(sin + i)))));
-    const __m256 second = round_to<T>(_mm256_add_ps(round_to<T>(_mm256_mul_ps(b, load8(cos + i + half))),
-                                                    round_to<T>(_mm256_mul_ps(a, load8(sin + i + half)))));
+    // The sums are rounded to T by store8.
+    const __m256 first = _mm256_sub_ps(round_to<T>(_mm256_mul_ps(a, load8(cos + i))),
+                                       round_to<T>(_mm256_mul_ps(b, load8(sin + i))));
+    const __m256 second = _mm256_add_ps(round_to<T>(_mm256_mul_ps(b, load8(cos + i + half))),
+                                        round_to<T>(_mm256_mul_ps(a, load8(sin + i + half))));
     store8(x + i, first);
     store8(x + i + half, second);
   }
   rotate_half_row_scalar(x, cos, sin, half, i);
 }
 
+// Same loop as avx512::rotate_half_rows, compiled for this target (see there).
 template <class T>
 void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
                       std::int64_t head_stride, const T* cos, const T* sin, std::int64_t rotary_dim) {
@@ -244,7 +255,9 @@ void rotate_half_rows(T* data, std::int64_t tokens, std::int64_t heads, std::int
 }
 
 }  // namespace avx2
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 ROPEX_END_TARGET
 #endif
 
