@@ -34,7 +34,7 @@ TEST_CASE("proportional: exponent over head_dim, zeros past rope_angles, divided
   CHECK(proportional_rope_angles(rope_config{100}, proportional{1, 0.3}) == 15);
 }
 
-TEST_CASE("proportional: rotated channels are [0, a) and [d/2, d/2 + a)", "[proportional]") {
+TEST_CASE("proportional: the rotated channels are 0 .. a-1 and d/2 .. d/2+a-1", "[proportional]") {
   const rope_config cfg{128, 0, 10000.0};
   const rotary_embedding rope(cfg, proportional{1, 0.25});  // a = 16
   const std::vector<float> x = ropex_test::random_floats(2 * 128, 7);
