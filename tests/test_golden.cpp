@@ -208,7 +208,7 @@ std::vector<std::pair<std::string, std::uint64_t>> entry_hashes() {
                    }));
   out.emplace_back("shift_each", over_shapes<T>([](const rope_t& r, view q, view) {
                      const std::vector<std::int64_t> deltas = {3, -1, 0, 100000, -4096, 7, 1 << 25};
-                     r.shift(q, deltas.data());
+                     r.shift_each(q, deltas.data());
                    }));
   out.emplace_back("apply_table", over_shapes<T>([](const rope_t& r, view q, view) {
                      r.apply(q, table_positions.data(), r.make_table(4096));

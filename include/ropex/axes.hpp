@@ -128,7 +128,7 @@ inline pair_source source_of_pair(const rope_config& c, const position_axes& a, 
 }
 
 // Throws std::invalid_argument naming the field when the option does not fit the config.
-inline void validate(const position_axes& a, const rope_config& c) {
+inline void validate(const rope_config& c, const position_axes& a) {
   using detail::require;
   validate(c);
   const int pairs = pair_count(c);
@@ -304,7 +304,7 @@ void check_multi_axis_view(const tensor_view<T>& v, const rope_config& c, const 
 // Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).
 inline void check_multi_axis_call(const rope_config& c, const frequencies& f, const position_axes& a,
                                   axis_positions positions, std::int64_t tokens) {
-  validate(a, c);
+  validate(c, a);
   require(f.inv_freq.size() == static_cast<std::size_t>(pair_count(c)), "freqs",
           "has " + std::to_string(f.inv_freq.size()) + " frequencies for rotary_dim/2 = " + std::to_string(pair_count(c)));
   const int axes = axis_count(a);
