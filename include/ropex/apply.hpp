@@ -151,8 +151,8 @@ class rotary_embedding {
     if (q.tokens != k.tokens) detail::fail("k.tokens", "must equal q.tokens");
   }
   static void check_position(std::int64_t p, const std::string& name) {
-    detail::require(p >= -detail::max_abs_position && p <= detail::max_abs_position, name,
-                    "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
+    if (p < -detail::max_abs_position || p > detail::max_abs_position)  // message built only on failure
+      detail::fail(name, "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
   }
   static void check_positions(const std::int64_t* positions, std::int64_t tokens, const char* name = "positions") {
     if (tokens == 0) return;

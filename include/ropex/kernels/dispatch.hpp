@@ -142,7 +142,7 @@ inline bool isa_available(isa i) {
 class forced_isa {
  public:
   explicit forced_isa(isa i) : previous_(detail::forced) {
-    ropex::detail::require(isa_available(i), "isa", std::string(isa_name(i)) + " is not available on this CPU/build");
+    if (!isa_available(i)) ropex::detail::fail("isa", std::string(isa_name(i)) + " is not available on this CPU/build");
     detail::forced = static_cast<int>(i);
   }
   ~forced_isa() { detail::forced = previous_; }
