@@ -236,12 +236,7 @@ std::vector<std::pair<std::string, std::uint64_t>> entry_hashes() {
   return out;
 }
 
-std::vector<isa> families_to_check() {
-  std::vector<isa> out = {isa::scalar};
-  for (isa f : {isa::avx2, isa::avx512, isa::neon})
-    if (ropex::kernels::isa_available(f)) out.push_back(f);
-  return out;
-}
+std::vector<isa> families_to_check() { return ropex::kernels::available_isas(); }
 
 template <class T>
 void check_type() {

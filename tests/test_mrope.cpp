@@ -137,13 +137,8 @@ double worst_ratio(const std::vector<float>& x, const std::vector<float>& y, con
 
 const char* name_of(layout l) { return l == layout::half ? "half" : "interleaved"; }
 
-// Every kernel family this build and CPU can run.
-std::vector<kernels::isa> available_isas() {
-  std::vector<kernels::isa> v;
-  for (kernels::isa i : {kernels::isa::scalar, kernels::isa::avx2, kernels::isa::avx512, kernels::isa::neon})
-    if (kernels::isa_available(i)) v.push_back(i);
-  return v;
-}
+// Every kernel family this build and CPU can run (the ISA registry's available rows).
+using kernels::available_isas;
 
 }  // namespace
 

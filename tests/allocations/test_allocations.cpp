@@ -53,12 +53,7 @@ long allocations_of(const F& call) {
 
 using ropex::kernels::isa;
 
-std::vector<isa> families() {
-  std::vector<isa> out = {isa::scalar};
-  for (isa f : {isa::avx2, isa::avx512, isa::neon})
-    if (ropex::kernels::isa_available(f)) out.push_back(f);
-  return out;
-}
+std::vector<isa> families() { return ropex::kernels::available_isas(); }
 
 template <class T>
 void check_rotations(const ropex::rope_config& config, std::int64_t tokens) {
