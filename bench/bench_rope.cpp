@@ -171,8 +171,8 @@ void register_all() {
 
   // Families: dispatch's choice first, then every other available one (forced).
   std::vector<std::pair<std::string, int>> families = {{"dispatch", -1}};
-  for (isa f : {isa::scalar, isa::avx2, isa::avx512, isa::neon})
-    if (ropex::kernels::isa_available(f) && f != ropex::kernels::selected_isa())
+  for (isa f : ropex::kernels::available_isas())
+    if (f != ropex::kernels::selected_isa())
       families.push_back({ropex::kernels::isa_name(f), static_cast<int>(f)});
 
   for (const shape& s : shapes)

@@ -137,13 +137,8 @@ double worst_ratio(const std::vector<float>& x, const std::vector<float>& y, con
 
 const char* name_of(layout l) { return l == layout::half ? "half" : "interleaved"; }
 
-// Every kernel family this build and CPU can run.
-std::vector<kernels::isa> available_isas() {
-  std::vector<kernels::isa> v;
-  for (kernels::isa i : {kernels::isa::scalar, kernels::isa::avx2, kernels::isa::avx512, kernels::isa::neon})
-    if (kernels::isa_available(i)) v.push_back(i);
-  return v;
-}
+// Every kernel family this build and CPU can run (the ISA registry's available rows).
+using kernels::available_isas;
 
 }  // namespace
 
@@ -567,9 +562,9 @@ TEST_CASE("bad multi-axis input throws naming the field and leaves the buffer un
   REQUIRE_THROWS_WITH(multi_axis_cos_sin(c, f, mrope({16, 24, 25}), p.data(), cs, sn), contains_text("mrope_section"));
   REQUIRE_THROWS_WITH(multi_axis_cos_sin(c, f, mrope({16, 24, 24}), nullptr, cs, sn), contains_text("positions"));
   // validate() alone.
-  REQUIRE_NOTHROW(validate(mrope({16, 24, 24}), c));
-  REQUIRE_NOTHROW(validate(vision_2d(), rope_config{80, 40}));
-  REQUIRE_THROWS_WITH(validate(position_axes{static_cast<axis_assignment>(7), {64}}, c), contains_text("assignment"));
+  REQUIRE_NOTHROW(validate(c, mrope({16, 24, 24})));
+  REQUIRE_NOTHROW(validate(rope_config{80, 40}, vision_2d()));
+  REQUIRE_THROWS_WITH(validate(c, position_axes{static_cast<axis_assignment>(7), {64}}), contains_text("assignment"));
   // Empty calls are fine with null pointers.
   REQUIRE_NOTHROW(apply_multi_axis(c, f, static_cast<float*>(nullptr), 0, 2, mrope({16, 24, 24}), axis_positions{nullptr, 3}));
 }

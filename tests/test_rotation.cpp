@@ -207,11 +207,16 @@ TEST_CASE("apply_inverse undoes apply, shift(apply(x, p), d) == apply(x, p + d)"
     std::vector<float> a = x, b = x;
     const std::vector<std::int64_t> deltas = {1, -1, 7, 0, 100};
     re.apply(a.data(), tokens, heads, p.data());
-    re.shift(contiguous_view(a.data(), tokens, heads, 128), deltas.data());
+    re.shift_each(contiguous_view(a.data(), tokens, heads, 128), deltas.data());
     std::vector<std::int64_t> moved = p;
     for (std::size_t t = 0; t < moved.size(); ++t) moved[t] += deltas[t];
     re.apply(b.data(), tokens, heads, moved.data());
     for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 2 * 6 * std::ldexp(1.0, -24) * m * 4);
+    // A literal 0 is a delta (the per-token form is shift_each): shifting by 0 changes no bit.
+    std::vector<float> same = x;
+    re.shift(contiguous_view(same.data(), tokens, heads, 128), 0);
+    re.shift(same.data(), tokens, heads, 0);
+    CHECK(same == x);
   }
 }
 

@@ -23,13 +23,12 @@ using ropex::kernels::isa;
 
 constexpr double u = 5.9604644775390625e-8;  // 2^-24, unit roundoff of float
 
-// The SIMD families of this architecture (scalar is the reference, not in the list).
+// The SIMD families this build compiles (scalar is the reference, not in the list).
 std::vector<isa> simd_families() {
-#if defined(__aarch64__)
-  return {isa::neon};
-#else
-  return {isa::avx2, isa::avx512};
-#endif
+  std::vector<isa> out;
+  for (const ropex::kernels::isa_row& r : ropex::kernels::isa_rows)
+    if (r.family != ropex::kernels::arch_family::portable && r.kernels != nullptr) out.push_back(r.id);
+  return out;
 }
 
 // The families this CPU and build can run; each one it cannot is reported.

@@ -125,9 +125,14 @@ class rotary_embedding {
     apply_multi_axis_inverse(config_, freqs_, steps_, x, axes, positions);
   }
 
-  // Per-token deltas (`tokens` entries).
+  // Per-token deltas (`tokens` entries). A name of its own, so that shift(x, 0) is not ambiguous
+  // between a delta and a null pointer.
   template <class T>
-  void shift(tensor_view<T> x, const std::int64_t* deltas) const {
+  void shift_each(T* x, std::int64_t tokens, std::int64_t heads, const std::int64_t* deltas) const {
+    shift_each(contiguous_view(x, tokens, heads, config_.head_dim), deltas);
+  }
+  template <class T>
+  void shift_each(tensor_view<T> x, const std::int64_t* deltas) const {
     check(x, "x");
     check_positions(deltas, x.tokens, "deltas");
     rotate(&x, 1, deltas, 0, 1.0, +1);
@@ -146,8 +151,8 @@ class rotary_embedding {
     if (q.tokens != k.tokens) detail::fail("k.tokens", "must equal q.tokens");
   }
   static void check_position(std::int64_t p, const std::string& name) {
-    detail::require(p >= -detail::max_abs_position && p <= detail::max_abs_position, name,
-                    "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
+    if (p < -detail::max_abs_position || p > detail::max_abs_position)  // message built only on failure
+      detail::fail(name, "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
   }
   static void check_positions(const std::int64_t* positions, std::int64_t tokens, const char* name = "positions") {
     if (tokens == 0) return;

@@ -128,8 +128,11 @@ inline pair_source source_of_pair(const rope_config& c, const position_axes& a, 
 }
 
 // Throws std::invalid_argument naming the field when the option does not fit the config.
-inline void validate(const position_axes& a, const rope_config& c) {
+// Runs on every multi-axis call, so messages are built only on failure.
+inline void validate(const rope_config& c, const position_axes& a) {
+  using detail::fail;
   using detail::require;
+  using std::to_string;
   validate(c);
   const int pairs = pair_count(c);
   const auto& s = a.mrope_section;
@@ -137,16 +140,16 @@ inline void validate(const position_axes& a, const rope_config& c) {
   switch (a.assignment) {
     case axis_assignment::vision_2d:
       require(s.empty(), "mrope_section", "must be empty for vision_2d (each axis owns half of the pairs)");
-      require(2 * rotary_dim_of(c) == c.head_dim, "rotary_dim",
-              "must be head_dim/2 for vision_2d, the per-axis rotary dim (ggml VISION n_dims == ne0/2; got " +
-                  std::to_string(rotary_dim_of(c)) + " for head_dim " + std::to_string(c.head_dim) + ")");
+      if (2 * rotary_dim_of(c) != c.head_dim)
+        fail("rotary_dim", "must be head_dim/2 for vision_2d, the per-axis rotary dim (ggml VISION n_dims == ne0/2; got " +
+                               to_string(rotary_dim_of(c)) + " for head_dim " + to_string(c.head_dim) + ")");
       return;
     case axis_assignment::interleaved:
-      require(n == 3, "mrope_section", "must have 3 entries (t, h, w) for interleaved M-RoPE (got " + std::to_string(n) + ")");
+      if (n != 3) fail("mrope_section", "must have 3 entries (t, h, w) for interleaved M-RoPE (got " + to_string(n) + ")");
       break;
     case axis_assignment::sections:
-      require(n >= 1 && n <= max_position_axes, "mrope_section",
-              "must have 1 to " + std::to_string(max_position_axes) + " entries (got " + std::to_string(n) + ")");
+      if (n < 1 || n > max_position_axes)
+        fail("mrope_section", "must have 1 to " + to_string(max_position_axes) + " entries (got " + to_string(n) + ")");
       break;
     default:
       detail::fail("assignment", "is not a known axis_assignment");
@@ -154,20 +157,20 @@ inline void validate(const position_axes& a, const rope_config& c) {
   long long sum = 0;
   for (int k = 0; k < n; ++k) {
     const int v = s[static_cast<std::size_t>(k)];
-    require(v >= 0, "mrope_section[" + std::to_string(k) + "]", "must be >= 0 (got " + std::to_string(v) + ")");
+    if (v < 0) fail("mrope_section[" + to_string(k) + "]", "must be >= 0 (got " + to_string(v) + ")");
     sum += v;
   }
-  require(sum == pairs, "mrope_section",
-          "must sum to rotary_dim/2 = " + std::to_string(pairs) + " (got " + std::to_string(sum) + ")");
+  if (sum != pairs) fail("mrope_section", "must sum to rotary_dim/2 = " + to_string(pairs) + " (got " + to_string(sum) + ")");
   if (a.assignment == axis_assignment::interleaved) {
     // The round robin only honours the counts when the h and w slots fit below rotary_dim/2
     // (HF and vLLM silently give the missing ones to t); refuse rather than mislabel.
     int count[3] = {0, 0, 0};
     for (int i = 0; i < pairs; ++i) ++count[source_of_pair(c, a, i).axis];
     for (int k = 1; k < 3; ++k)
-      require(count[k] == s[static_cast<std::size_t>(k)], "mrope_section[" + std::to_string(k) + "]",
-              "asks for " + std::to_string(s[static_cast<std::size_t>(k)]) + " pairs but the t,h,w round robin over " +
-                  std::to_string(pairs) + " pairs gives it " + std::to_string(count[k]));
+      if (count[k] != s[static_cast<std::size_t>(k)])
+        fail("mrope_section[" + to_string(k) + "]", "asks for " + to_string(s[static_cast<std::size_t>(k)]) +
+                                                    " pairs but the t,h,w round robin over " + to_string(pairs) +
+                                                    " pairs gives it " + to_string(count[k]));
   }
 }
 
@@ -304,15 +307,16 @@ void check_multi_axis_view(const tensor_view<T>& v, const rope_config& c, const 
 // Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).
 inline void check_multi_axis_call(const rope_config& c, const frequencies& f, const position_axes& a,
                                   axis_positions positions, std::int64_t tokens) {
-  validate(a, c);
-  require(f.inv_freq.size() == static_cast<std::size_t>(pair_count(c)), "freqs",
-          "has " + std::to_string(f.inv_freq.size()) + " frequencies for rotary_dim/2 = " + std::to_string(pair_count(c)));
+  using std::to_string;
+  validate(c, a);  // messages on failure only, like the checks below
+  if (f.inv_freq.size() != static_cast<std::size_t>(pair_count(c)))
+    fail("freqs", "has " + to_string(f.inv_freq.size()) + " frequencies for rotary_dim/2 = " + to_string(pair_count(c)));
   const int axes = axis_count(a);
-  require(positions.axes == axes, "positions.axes",
-          "must equal the " + std::to_string(axes) + " axes of the option (got " + std::to_string(positions.axes) + ")");
-  require(positions.axis_stride == 0 || positions.axis_stride >= tokens, "positions.axis_stride",
-          "must be 0 (dense) or >= tokens (got " + std::to_string(positions.axis_stride) + " for " +
-              std::to_string(tokens) + " tokens)");
+  if (positions.axes != axes)
+    fail("positions.axes", "must equal the " + to_string(axes) + " axes of the option (got " + to_string(positions.axes) + ")");
+  if (positions.axis_stride != 0 && positions.axis_stride < tokens)
+    fail("positions.axis_stride", "must be 0 (dense) or >= tokens (got " + to_string(positions.axis_stride) + " for " +
+                                      to_string(tokens) + " tokens)");
   if (tokens == 0) return;
   require(positions.data != nullptr, "positions", "is null with tokens > 0");
   const std::int64_t stride = axis_stride_of(positions, tokens);
@@ -326,9 +330,9 @@ inline void check_multi_axis_call(const rope_config& c, const frequencies& f, co
 }
 
 inline void check_steps(const frequencies& f, const angle_steps& steps) {
-  require(steps.pairs() == static_cast<int>(f.inv_freq.size()), "steps",
-          "has " + std::to_string(steps.pairs()) + " pairs, not the " + std::to_string(f.inv_freq.size()) +
-              " frequencies of freqs (build it as angle_steps(freqs.inv_freq))");
+  if (steps.pairs() != static_cast<int>(f.inv_freq.size()))
+    fail("steps", "has " + std::to_string(steps.pairs()) + " pairs, not the " + std::to_string(f.inv_freq.size()) +
+                      " frequencies of freqs (build it as angle_steps(freqs.inv_freq))");
 }
 
 }  // namespace detail

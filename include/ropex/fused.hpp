@@ -224,7 +224,7 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
         }
       const tensor_view<float> view = contiguous_view(scratch, n, n_heads, d);
       if (deltas)
-        rope.shift(view, static_cast<const std::int64_t*>(block_deltas));
+        rope.shift_each(view, block_deltas);
       else
         rope.shift(view, delta);
       for (std::int64_t s = 0; s < n; ++s)

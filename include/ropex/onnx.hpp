@@ -59,8 +59,8 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
   if (position_ids) {
     require(cache_shape.size() == 2 && cache_shape[1] == half, "cache_shape", "must be [max_position, rotary_dim/2]");
     for (std::int64_t i = 0; i < batch * seq; ++i)
-      require(position_ids[i] >= 0 && position_ids[i] < cache_shape[0], "position_ids[" + std::to_string(i) + "]",
-              "must lie in [0, cache_shape[0])");
+      if (position_ids[i] < 0 || position_ids[i] >= cache_shape[0])  // message built only for a bad entry
+        detail::fail("position_ids[" + std::to_string(i) + "]", "must lie in [0, cache_shape[0])");
   } else {
     require(cache_shape.size() == 3 && cache_shape[0] == batch && cache_shape[1] == seq && cache_shape[2] == half,
             "cache_shape", "must be [batch, seq, rotary_dim/2] without position_ids");

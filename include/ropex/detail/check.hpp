@@ -18,6 +18,11 @@ namespace ropex::detail {
 inline void require(bool ok, const std::string& field, const std::string& why) {
   if (!ok) fail(field, why);
 }
+// The form for literals: no std::string exists unless the check fails (entry points that run per
+// call must not allocate).
+inline void require(bool ok, const char* field, const char* why) {
+  if (!ok) fail(field, why);
+}
 
 inline void require_finite(double v, const std::string& field) {
   require(std::isfinite(v), field, "must be finite (got " + std::to_string(v) + ")");

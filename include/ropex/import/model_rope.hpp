@@ -80,7 +80,7 @@ inline double deepseek_softmax_multiplier(double factor, double mscale_all_dim) 
 // field), so an importer can never hand back something make_frequencies would refuse.
 inline void validate_import(const model_rope& m) {
   (void)make_frequencies(m.config, m.policy);
-  if (m.axes) validate(*m.axes, m.config);
+  if (m.axes) validate(m.config, *m.axes);
   for (std::size_t i = 0; i < m.layers.size(); ++i)
     if (m.layers[i].rotates) {
       try {

@@ -1,6 +1,7 @@
 // Private: the instruction-set level the attention reductions and softmax run at, chosen once per
 // call from the kernels' own choice (kernels/dispatch.hpp: cpuid + xgetbv, capped by ROPEX_ISA,
-// and the forced_isa test hook), never per row (house style rule 2).
+// and the forced_isa test hook), never per row. The level is a column of the ISA registry
+// (kernels/registry.hpp).
 //
 //   2  AVX-512 F+DQ+BW+VL (x86-64): table logarithm (getexp/getmant/vpermt2ps), detail/avx512_reduce.hpp
 //   1  AVX2 + FMA (x86-64): the portable vector-extension bodies compiled for AVX2
@@ -24,12 +25,8 @@ namespace ropex::detail {
 
 inline int attention_simd_level() {
 #if defined(ROPEX_ATTENTION_X86_DISPATCH)
-  // The AVX-512 family of kernels/ requires F+BW+VL+DQ, the set detail/avx512_reduce.hpp uses.
-  switch (kernels::active_isa()) {
-    case kernels::isa::avx512: return 2;
-    case kernels::isa::avx2: return 1;
-    default: return 0;
-  }
+  // The AVX-512 row of kernels/ requires F+BW+VL+DQ, the set detail/avx512_reduce.hpp uses.
+  return kernels::row_of(kernels::active_isa()).attention_level;
 #else
   return 0;
 #endif
