@@ -1,4 +1,4 @@
-// ropex kernels against the memory roofline (issue 3).
+// ropex kernels against the memory roofline.
 //
 // Every rotation benchmark reports bytes/s counting one read and one write of the rotated tensor
 // (cos/sin tables and positions are not counted), from the kernel's own time only. Paired with it

@@ -1,8 +1,8 @@
 // inv_freq and attention factor of every scaling policy against long-double references written
-// here from ../shared/reference/formulas.md section 2 (independently of
+// here from docs/formulas.md section 2 (independently of
 // include/ropex/frequencies.hpp: long double pow/log, our own ramp, bands and corrections), for
 // the real checkpoints named there, sweeps over head dims / bases / factors, the edge cases of
-// formulas.md section 3, and every invalid config or policy of issue 2 "Bad input".
+// docs/formulas.md section 3, and every invalid config or policy of the bad-input rules.
 //
 // Error analysis (why the bounds below are a few 1e-15 and not 0). ropex works in double, the
 // reference in long double (64-bit significand, so its own error is ~2^-11 of double's and is
@@ -43,7 +43,7 @@ constexpr ld unit_roundoff = 0x1p-53L;  // double, round to nearest
 constexpr ld pi_ld = 3.14159265358979323846264338327950288L;
 constexpr ld attention_factor_bound = 16 * unit_roundoff;
 
-// ---- long-double references (formulas.md section 2) ---------------------------------------------
+// ---- long-double references (docs/formulas.md section 2) ---------------------------------------------
 
 struct reference {
   std::vector<ld> inv;    // inverse frequencies, r/2 entries
@@ -121,7 +121,7 @@ reference ref_yarn(ld base, int r, const yarn_params& p) {
     high = std::ceil(high);
   }
   low = std::max(low, 0.0L);
-  high = std::min(high, static_cast<ld>(r - 1));  // r - 1, not r/2 - 1 (formulas.md section 3)
+  high = std::min(high, static_cast<ld>(r - 1));  // r - 1, not r/2 - 1 (docs/formulas.md section 3)
   if (low == high) high += 0.001L;
   ref.low = low;
   ref.high = high;
@@ -150,7 +150,7 @@ struct llama3_params {
   ld factor = 8, low_freq_factor = 1, high_freq_factor = 4, original_max_position = 8192;
 };
 
-// 2.8 Llama 3 bands; sigma = 0 when low == high (vLLM, formulas.md section 3).
+// 2.8 Llama 3 bands; sigma = 0 when low == high (vLLM, docs/formulas.md section 3).
 reference ref_llama3(ld base, int r, const llama3_params& p) {
   reference ref = ref_plain(base, r);
   const ld L = p.original_max_position, s = p.factor;
@@ -318,7 +318,7 @@ longrope_params sweep_longrope(int pairs, ld factor) {
 }  // namespace
 
 // =================================================================================================
-// Real configurations (formulas.md sections 1-2)
+// Real configurations (docs/formulas.md sections 1-2)
 // =================================================================================================
 
 TEST_CASE("frequencies: Llama-2-7B and CodeLlama-7B default RoPE", "[frequencies][models]") {
@@ -370,7 +370,7 @@ TEST_CASE("frequencies: Llama-3.1-8B llama3 bands are 29 high / 6 mid / 29 low",
   CHECK(first_mid == 29);
   CHECK(last_mid == 34);
 
-  // Wavelengths 2 pi / inv0 of the band edges (formulas.md 2.8): lambda_29..34 = 2401.7..6695.1,
+  // Wavelengths 2 pi / inv0 of the band edges (docs/formulas.md 2.8): lambda_29..34 = 2401.7..6695.1,
   // lambda_35 = 8218.7 only 0.33 % above the 8192 edge.
   const auto wavelength = [](int i) { return 2 * pi_ld / std::pow(5e5L, -static_cast<ld>(2 * i) / 128); };
   CHECK(std::fabs(wavelength(29) - 2401.7L) < 0.05L);
@@ -406,7 +406,7 @@ TEST_CASE("frequencies: Qwen2.5-7B YaRN s 4, L 32768, base 1e6", "[frequencies][
 }
 
 TEST_CASE("frequencies: DeepSeek-V3 / V2 YaRN with mscale and mscale_all_dim", "[frequencies][models]") {
-  // The rope slice of DeepSeek MLA: r 64, interleaved (formulas.md 2.7).
+  // The rope slice of DeepSeek MLA: r 64, interleaved (docs/formulas.md 2.7).
   const auto c = config(64, 0, 1e4, ropex::layout::interleaved);
   yarn_params p;
   p.factor = 40;
@@ -426,7 +426,7 @@ TEST_CASE("frequencies: DeepSeek-V3 / V2 YaRN with mscale and mscale_all_dim", "
     const auto plain = ropex::make_frequencies(c, ropex::plain{});
     for (std::size_t i = 0; i <= 10; ++i) CHECK(f.inv_freq[i] == plain.inv_freq[i]);
     for (std::size_t i = 23; i < 32; ++i) CHECK(f.inv_freq[i] == plain.inv_freq[i] / 40);
-    // The softmax multiplier mscale^2 (formulas.md 2.7) is not part of the frequencies; it is
+    // The softmax multiplier mscale^2 (docs/formulas.md 2.7) is not part of the frequencies; it is
     // g(40, 1)^2 = 1.87385 — recorded here so the number stays tied to the formula.
     CHECK(std::fabs(ref_get_mscale(40, 1) * ref_get_mscale(40, 1) - 1.87385L) < 5e-6L);
   }
@@ -672,7 +672,7 @@ TEST_CASE("frequencies: factor 1 reduces every policy to plain", "[frequencies][
 }
 
 // =================================================================================================
-// Edge cases (formulas.md section 3)
+// Edge cases (docs/formulas.md section 3)
 // =================================================================================================
 
 TEST_CASE("frequencies: YaRN edge cases", "[frequencies][edge]") {
@@ -810,7 +810,7 @@ TEST_CASE("frequencies: Llama 3 edge cases", "[frequencies][edge]") {
 }
 
 // =================================================================================================
-// Bad input (issue 2): std::invalid_argument naming the field, from every entry point
+// Bad input: std::invalid_argument naming the field, from every entry point
 // =================================================================================================
 
 namespace {

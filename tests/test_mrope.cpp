@@ -426,7 +426,7 @@ TEST_CASE("q and k in one pass with GQA inside a fused qkv buffer", "[mrope][vie
 }
 
 TEST_CASE("YaRN frequencies and attention factor flow through M-RoPE", "[mrope][policies]") {
-  // Qwen2.5-VL-style text config with YaRN s 4, L 32768, base 1e6, r 128 (formulas.md 2.6:
+  // Qwen2.5-VL-style text config with YaRN s 4, L 32768, base 1e6, r 128 (docs/formulas.md 2.6:
   // low/high 23/40, m = 0.1 ln 4 + 1 = 1.1386294361).
   for (layout pairing : {layout::half, layout::interleaved}) {
     const rope_config c{128, 0, 1000000.0, pairing};

@@ -70,7 +70,7 @@ TEST_CASE("plain RoPE matches the long-double closed form at long positions", "[
 }
 
 TEST_CASE("the error stays within a few float ulps at 2^24 where float32 angles fail", "[rotation]") {
-  // formulas.md section 4: HF-style float32 angles are off by 0.38 at 2^24. Here the bound is
+  // docs/formulas.md section 4: HF-style float32 angles are off by 0.38 at 2^24. Here the bound is
   // 3u (|a| + |b|) + 2^24 inv 2^-52, under 1e-6 for unit inputs.
   const rope_config c{128, 0, 500000.0};
   const rotary_embedding re(c, plain{});

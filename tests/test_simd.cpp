@@ -1,4 +1,4 @@
-// Every SIMD kernel family against the scalar reference on the same inputs (house style rule 4),
+// Every SIMD kernel family against the scalar reference on the same inputs,
 // the vectorised cos/sin against the C library's, and the vector fp16/bf16 conversions against
 // the scalar ones. Families the CPU lacks are skipped with a WARN, never passed silently.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Qwen2-VL-sized M-RoPE prefill against a memory roofline (issue 6).
+// Qwen2-VL-sized M-RoPE prefill against a memory roofline.
 //
 // Shape: 4096 tokens x 28 heads x head_dim 128, fp32, in place (Qwen2-VL-7B query heads), base
 // 1e6. Positions [3][4096] as the Qwen2-VL processor lays them out: 96 text tokens, one 64 x 60

@@ -5,7 +5,7 @@
 //                half of the pairs follows the row index, the second half the column index
 // docs/mrope.md has the conventions of Hugging Face, vLLM and ggml and how ropex maps onto them.
 //
-// Everything is expressed on the PAIR index i (the frequency index of formulas.md section 1);
+// Everything is expressed on the PAIR index i (the frequency index of docs/formulas.md section 1);
 // the layout only decides which two channels form pair i, so every assignment works with both:
 //   half:        pair i = (x[i], x[i + R])        interleaved: pair i = (x[2i], x[2i+1])
 // where R is the number of rotated pairs (rotary_dim/2, or rotary_dim for vision_2d).

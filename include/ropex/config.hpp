@@ -10,7 +10,7 @@
 
 namespace ropex {
 
-// Which channels form the rotated pair i (formulas.md section 1).
+// Which channels form the rotated pair i (docs/formulas.md section 1).
 //   interleaved: (x[2i], x[2i+1])                 GPT-J, Meta LLaMA, ggml NORMAL, DeepSeek
 //   half:        (x[i], x[i + rotary_dim/2])      GPT-NeoX, HF rotate_half, ggml NEOX
 enum class layout { interleaved, half };

@@ -75,7 +75,7 @@ inline frequencies compute_frequencies(const rope_config& c, const dynamic_ntk& 
   return {detail::default_inv_freq(detail::ntk_base(c.base, alpha, r), r), 1.0};
 }
 
-// HF _compute_yarn_parameters (formulas.md 2.6, DeepSeek rule 2.7).
+// HF _compute_yarn_parameters (docs/formulas.md 2.6, DeepSeek rule 2.7).
 inline frequencies compute_frequencies(const rope_config& c, const yarn& p, std::int64_t) {
   const int r = rotary_dim_of(c);
   const double s = p.factor, L = static_cast<double>(p.original_max_position);
@@ -107,7 +107,7 @@ inline frequencies compute_frequencies(const rope_config& c, const yarn& p, std:
   return f;
 }
 
-// HF _compute_llama3_parameters (formulas.md 2.8): keep short wavelengths, divide long ones by s,
+// HF _compute_llama3_parameters (docs/formulas.md 2.8): keep short wavelengths, divide long ones by s,
 // blend in between with sigma = (L/lambda - low) / (high - low); sigma = 0 when low == high (vLLM).
 inline frequencies compute_frequencies(const rope_config& c, const llama3& p, std::int64_t) {
   const double L = static_cast<double>(p.original_max_position);
@@ -127,7 +127,7 @@ inline frequencies compute_frequencies(const rope_config& c, const llama3& p, st
   return f;
 }
 
-// HF _compute_longrope_parameters (formulas.md 2.9): long_factor iff seq_len > L.
+// HF _compute_longrope_parameters (docs/formulas.md 2.9): long_factor iff seq_len > L.
 inline frequencies compute_frequencies(const rope_config& c, const longrope& p, std::int64_t seq_len) {
   const bool use_long = seq_len > p.original_max_position;
   const std::vector<double>& divisors = use_long ? p.long_factor : p.short_factor;
@@ -140,7 +140,7 @@ inline frequencies compute_frequencies(const rope_config& c, const longrope& p, 
   return f;
 }
 
-// HF proportional (formulas.md 2.10): base^(-2i/head_dim) / factor for i < rope_angles, then 0.
+// HF proportional (docs/formulas.md 2.10): base^(-2i/head_dim) / factor for i < rope_angles, then 0.
 inline frequencies compute_frequencies(const rope_config& c, const proportional& p, std::int64_t) {
   frequencies f{std::vector<double>(static_cast<std::size_t>(c.head_dim / 2), 0.0), 1.0};
   const int angles = proportional_rope_angles(c, p);

@@ -1,6 +1,6 @@
 // ONNX RotaryEmbedding (opset 23) with caller-supplied cos/sin caches, used exactly as given
 // (no angles are computed; the caches need not satisfy cos^2 + sin^2 = 1).
-// Semantics: ../shared/conformance/onnx-rotary-embedding/README.md.
+// Semantics: the ONNX operator specification (RotaryEmbedding, opset 23).
 #pragma once
 
 #include <algorithm>

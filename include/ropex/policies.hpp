@@ -59,7 +59,7 @@ struct longrope {
   double attention_factor = 0;  // 0 = sqrt(1 + ln factor / ln original_max_position)
 };
 
-// HF "proportional" (Gemma 4 style, formulas.md 2.10): the exponent runs over the whole head_dim
+// HF "proportional" (Gemma 4 style, docs/formulas.md 2.10): the exponent runs over the whole head_dim
 // (rotary_dim must be head_dim), only the first int(partial_rotary_factor * head_dim / 2) pairs turn,
 // the rest get frequency 0 (the identity), all divided by factor. In half layout the rotated channels
 // are [0, a) and [head_dim/2, head_dim/2 + a), not the first r channels of classic partial rotary.
@@ -97,7 +97,7 @@ inline void validate(const rope_config&, const plain&) {}
 inline void validate(const rope_config&, const linear& p) { detail::require_positive(p.factor, "linear.factor"); }
 
 namespace detail {
-// r/(r-2) is undefined for r = 2 (formulas.md section 3).
+// r/(r-2) is undefined for r = 2 (docs/formulas.md section 3).
 inline void require_ntk_rotary_dim(const rope_config& c, const char* policy) {
   require(rotary_dim_of(c) > 2, "rotary_dim", std::string("must be > 2 for ") + policy + " (r/(r-2) is undefined)");
 }

@@ -415,7 +415,7 @@ TEST_CASE("gguf: rope.dimension_sections gives M-RoPE axes (qwen2vl sections, qw
 }
 
 TEST_CASE("gguf: rope_freqs.weight gives the freq_factors policy (Llama 3 GGUF), F32 and F16", "[import][gguf]") {
-  // convert_hf_to_gguf writes 1, s or 1/((1-sigma)/s + sigma) per pair (formulas.md 2.8).
+  // convert_hf_to_gguf writes 1, s or 1/((1-sigma)/s + sigma) per pair (docs/formulas.md 2.8).
   const ropex::llama3 l3{8, 1, 4, 8192};
   const auto want = ropex::make_frequencies(ropex::rope_config{128, 0, 500000.0}, l3).inv_freq;
   std::vector<float> ff(64);

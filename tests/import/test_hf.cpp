@@ -1,7 +1,7 @@
 // Hugging Face config.json import: the real published configs in tests/data/hf parse to the
 // expected config, policy and frequencies; v5 layouts; bad input names the JSON key path.
 //
-// References are closed forms from formulas.md section 2 evaluated in long double.
+// References are closed forms from docs/formulas.md section 2 evaluated in long double.
 // Tolerance: ropex forms inv0 = pow(base, -2i/r) in double (glibc pow < 1 ulp; the exponent
 // -2i/r carries <= 1 ulp, i.e. a relative error <= |ln(base) * 2i/r| * 2^-53 <= 1.6e-15 for
 // base <= 1e7), then at most ~6 further roundings (divide by s, the blend). So every inv_freq
@@ -33,7 +33,7 @@ bool close(double got, long double want, double rel = kTol) {
   return std::fabs(static_cast<long double>(got) - want) <= rel * fabsl(want);
 }
 
-// formulas.md 2.6 in long double: returns the expected inv_freq vector and fills low/high.
+// docs/formulas.md 2.6 in long double: returns the expected inv_freq vector and fills low/high.
 std::vector<long double> yarn_reference(long double base, int r, long double s, long double L, bool truncate,
                                         long double* low_out = nullptr, long double* high_out = nullptr) {
   auto corr = [&](long double rho) { return r * logl(L / (kTwoPi * rho)) / (2 * logl(base)); };
@@ -53,7 +53,7 @@ std::vector<long double> yarn_reference(long double base, int r, long double s, 
   return out;
 }
 
-// formulas.md 2.8 in long double.
+// docs/formulas.md 2.8 in long double.
 long double llama3_reference(long double base, int i, int r, long double s, long double lo, long double hi,
                              long double L) {
   const long double f = inv0(base, i, r), wavelen = kTwoPi / f;
@@ -141,7 +141,7 @@ TEST_CASE("hf: Llama-3.1-8B reads the llama3 bands (29 high / 6 mid / 29 low)", 
   CHECK(high == 29);
   CHECK(mid == 6);
   CHECK(low == 29);
-  // formulas.md 2.8: the middle band is i = 29..34, wavelength 2401.7 .. 6695.1 tokens.
+  // docs/formulas.md 2.8: the middle band is i = 29..34, wavelength 2401.7 .. 6695.1 tokens.
   CHECK(static_cast<double>(kTwoPi / inv0(500000.0L, 29, 128)) == Approx(2401.7).epsilon(1e-4));
   CHECK(static_cast<double>(kTwoPi / inv0(500000.0L, 34, 128)) == Approx(6695.1).epsilon(1e-4));
 }
@@ -169,7 +169,7 @@ TEST_CASE("hf: Qwen2.5-7B-Instruct YaRN block (legacy `type` key)", "[import][hf
   CHECK(m.config.layout == ropex::layout::half);
   CHECK(m.softmax_scale_multiplier == 1.0);
   const auto f = ropex::make_frequencies(m.config, m.policy);
-  // formulas.md 2.6: m = 0.1 ln 4 + 1 = 1.1386294361, low/high 23/40.
+  // docs/formulas.md 2.6: m = 0.1 ln 4 + 1 = 1.1386294361, low/high 23/40.
   CHECK(f.attention_factor == Approx(1.1386294361).epsilon(1e-10));
   long double low = 0, high = 0;
   const auto want = yarn_reference(1e6L, 128, 4, 32768, true, &low, &high);
@@ -197,7 +197,7 @@ TEST_CASE("hf: DeepSeek-V3 is MLA: 64-channel interleaved slice, softmax multipl
   CHECK(f.attention_factor == Approx(1.0).epsilon(1e-15));  // g(40,1)/g(40,1)
   long double low = 0, high = 0;
   const auto want = yarn_reference(10000.0L, 64, 40, 4096, true, &low, &high);
-  CHECK(low == 10);  // formulas.md 2.7
+  CHECK(low == 10);  // docs/formulas.md 2.7
   CHECK(high == 23);
   for (std::size_t i = 0; i < 32; ++i) CHECK(close(f.inv_freq[i], want[i]));
 }
@@ -209,7 +209,7 @@ TEST_CASE("hf: Phi-3-mini-128k LongRoPE short and long factors", "[import][hf]")
   CHECK(m.config.rotary_dim == 96);
   const auto& p = std::get<ropex::longrope>(m.policy);
   CHECK(p.original_max_position == 4096);  // read from the top level, where Phi-3 keeps it
-  CHECK(p.factor == 32.0);                 // max_position_embeddings / original (formulas.md 2.9)
+  CHECK(p.factor == 32.0);                 // max_position_embeddings / original (docs/formulas.md 2.9)
   REQUIRE(p.short_factor.size() == 48);
   REQUIRE(p.long_factor.size() == 48);
   CHECK(p.short_factor[0] == 1.0);
@@ -234,7 +234,7 @@ TEST_CASE("hf: partial rotary of GPT-NeoX-20B (rotary_pct) and Phi-2 (partial_ro
   check_plain(neox);
   const auto phi2 = load("phi-2.json");
   CHECK(phi2.config.head_dim == 80);
-  CHECK(phi2.config.rotary_dim == 32);  // int(80 * 0.4), formulas.md section 3
+  CHECK(phi2.config.rotary_dim == 32);  // int(80 * 0.4), docs/formulas.md section 3
   CHECK(phi2.config.layout == ropex::layout::half);
   check_plain(phi2);
 }
@@ -259,7 +259,7 @@ TEST_CASE("hf: gpt-oss-20b YaRN with truncate=false", "[import][hf]") {
   const auto f = ropex::make_frequencies(m.config, m.policy);
   long double low = 0, high = 0;
   const auto want = yarn_reference(150000.0L, 64, 32, 4096, false, &low, &high);
-  CHECK(static_cast<double>(low) == Approx(8.0928).epsilon(1e-4));  // formulas.md section 3
+  CHECK(static_cast<double>(low) == Approx(8.0928).epsilon(1e-4));  // docs/formulas.md section 3
   CHECK(static_cast<double>(high) == Approx(17.3980).epsilon(1e-4));
   for (std::size_t i = 0; i < 32; ++i) CHECK(close(f.inv_freq[i], want[i]));
   CHECK(close(f.attention_factor, 0.1L * logl(32.0L) + 1, 1e-15));
@@ -306,7 +306,7 @@ TEST_CASE("hf: transformers v5 rope_parameters layouts", "[import][hf]") {
         R"("original_max_position_embeddings": 32768, "rope_scaling": {"rope_type": "yarn"})"));
     const auto& y = std::get<ropex::yarn>(m.policy);
     CHECK(y.original_max_position == 32768);
-    CHECK(y.factor == 4.0);  // 131072 / 32768 (formulas.md 2.6, v5)
+    CHECK(y.factor == 4.0);  // 131072 / 32768 (docs/formulas.md 2.6, v5)
   }
   SECTION("yarn without original_max_position_embeddings uses max_position_embeddings") {
     const auto m = ropex::parse_hf_config(llama_with(R"("rope_scaling": {"rope_type": "yarn", "factor": 2})"));
@@ -419,7 +419,7 @@ TEST_CASE("hf: bad input raises std::invalid_argument naming the JSON key path",
   require_error(R"({"text_config": 5})", "text_config");
   require_error(R"({"text_config": {"head_dim": 128, "rope_scaling": {"type": "linear", "factor": -1}}})",
                 "text_config.rope_scaling.factor");
-  // Odd rotary dims are refused (formulas.md section 3), by the importer or by ropex's own check.
+  // Odd rotary dims are refused (docs/formulas.md section 3), by the importer or by ropex's own check.
   require_error(R"({"head_dim": 127})", "rotary_dim");
   require_error(R"({"head_dim": 128, "rotary_dim": 63})", "rotary_dim");
 }

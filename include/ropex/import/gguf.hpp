@@ -576,12 +576,12 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
     if (const auto v = keys.number_of(p + "rope.scaling.yarn_beta_slow")) y.beta_slow = *v;
     if (y.beta_fast < 0) keys.fail(p + "rope.scaling.yarn_beta_fast", "must be >= 0");
     if (y.beta_slow < 0) keys.fail(p + "rope.scaling.yarn_beta_slow", "must be >= 0");
-    // ggml has no truncate=False path: the correction range is always floor/ceil'ed (formulas.md 2.6).
+    // ggml has no truncate=False path: the correction range is always floor/ceil'ed (docs/formulas.md 2.6).
     y.truncate = true;
     const auto log_mul = keys.number_of(p + "rope.scaling.yarn_log_multiplier");
     const auto attn_factor = keys.number_of(p + "rope.scaling.attn_factor");
     if (log_mul && *log_mul > 0) {
-      // DeepSeek: convert_hf_to_gguf writes 0.1 * mscale_all_dim (formulas.md 2.7). HF's
+      // DeepSeek: convert_hf_to_gguf writes 0.1 * mscale_all_dim (docs/formulas.md 2.7). HF's
       // cos/sin factor g(s, mscale)/g(s, mscale_all_dim) is 1 for V2/V3 (mscale == mscale_all_dim),
       // and the logits get (1 + yarn_log_multiplier * ln s)^2.
       // Divide in float as llama.cpp does, so a stored 0.1f gives exactly 1 (not 1 + 1.5e-8).
@@ -619,7 +619,7 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
   const std::vector<double>* freq = factors("rope_freqs.weight");
   if (long_factors || short_factors || type == "longrope") {
     // LongRoPE (Phi-3): llama.cpp picks long iff n_ctx_seq > n_ctx_orig_yarn; ropex's longrope
-    // picks long iff seq_len > original_max_position (the HF rule, formulas.md 2.9).
+    // picks long iff seq_len > original_max_position (the HF rule, docs/formulas.md 2.9).
     if (!long_factors) keys.fail("rope_factors_long.weight", "is required for LongRoPE (rope_factors_short.weight present)");
     if (!short_factors) keys.fail("rope_factors_short.weight", "is required for LongRoPE (rope_factors_long.weight present)");
     if (type != "none" && type != "longrope")

@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ropex::model_rope (needs nlohmann/json; CMake target ropex::import_hf).
 //
-// Semantics follow transformers' modeling_rope_utils.py (formulas.md section 2) for both the
+// Semantics follow transformers' modeling_rope_utils.py (docs/formulas.md section 2) for both the
 // v4 layout (`rope_scaling`, `type` or `rope_type`) and the v5 layout (`rope_parameters`, with
 // `rope_theta` inside and optional nesting by layer type). Every key read, the precedence
 // between the places a key can live, and the layout table are in docs/import.md.
@@ -145,7 +145,7 @@ inline bool nested_by_layer_type(const json& params) {
   return true;
 }
 
-// Layout convention fixed by the model type (formulas.md section 1): HF checkpoints of the
+// Layout convention fixed by the model type (docs/formulas.md section 1): HF checkpoints of the
 // Llama family are permuted for rotate_half; DeepSeek V2/V3 (MLA) and GPT-J keep Meta's
 // interleaved pairs. Unknown types return nullopt.
 inline std::optional<layout> layout_of_model_type(const std::string& t) {
@@ -255,7 +255,7 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
       rotary_fraction = fraction;
       rotary_dim = static_cast<std::int64_t>(static_cast<double>(head_dim) * fraction);
       // proportional rotates int(fraction * head_dim // 2) pairs spread over the whole head
-      // (formulas.md 2.10): its frequency table spans head_dim, so rotary_dim is head_dim.
+      // (docs/formulas.md 2.10): its frequency table spans head_dim, so rotary_dim is head_dim.
       if (proportional_type) rotary_dim = head_dim;
       if (prf && !proportional_type)
         require(rotary_dim >= 2 && rotary_dim % 2 == 0, prf.path,
@@ -296,13 +296,13 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
   } else if (t == "dynamic") {
     if (const found alpha = lookup({&params}, "alpha")) {
       // Hunyuan's NTK alpha (vLLM DynamicNTKAlphaRotaryEmbedding): static NTK base scaling,
-      // formulas.md 2.3 with s = alpha. transformers has no such key.
+      // docs/formulas.md 2.3 with s = alpha. transformers has no such key.
       out.policy = ntk{as_positive(alpha)};
       out.notes.push_back("dynamic with alpha: static NTK base scaling as in vLLM (transformers ignores alpha)");
     } else {
       const found f = lookup({&params}, "factor");
       if (!f) fail(params.path_of("factor"), "is required for rope_type dynamic");
-      require_max_pos("for rope_type dynamic (it is the NTK threshold, formulas.md 2.5)");
+      require_max_pos("for rope_type dynamic (it is the NTK threshold, docs/formulas.md 2.5)");
       out.policy = dynamic_ntk{as_positive(f), out.max_position};
     }
   } else if (t == "yarn" || t == "deepseek_yarn") {
@@ -317,7 +317,7 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
     if (const found f = lookup({&params}, "factor")) {
       p.factor = as_positive(f);
     } else {
-      // v5: a missing factor is max_position_embeddings / L (formulas.md 2.6).
+      // v5: a missing factor is max_position_embeddings / L (docs/formulas.md 2.6).
       require_max_pos("for rope_type yarn when factor is absent");
       p.factor = static_cast<double>(out.max_position) / static_cast<double>(p.original_max_position);
     }
@@ -357,7 +357,7 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
     if (const found f = lookup({&params}, "factor")) {
       p.factor = as_positive(f);
     } else {
-      // HF: factor = max_position_embeddings / original_max_position_embeddings (formulas.md 2.9).
+      // HF: factor = max_position_embeddings / original_max_position_embeddings (docs/formulas.md 2.9).
       require_max_pos("for rope_type " + t + " when factor is absent");
       p.factor = static_cast<double>(out.max_position) / static_cast<double>(orig);
     }

@@ -34,7 +34,7 @@ struct model_rope {
   std::int64_t max_position = 0;
   // Extra factor on the attention logits' 1/sqrt(d) scale. 1 except DeepSeek-style
   // mscale_all_dim, where HF DeepseekV3Attention multiplies by mscale^2 with
-  // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 (formulas.md 2.7; 1.87385 for DeepSeek-V3).
+  // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 (docs/formulas.md 2.7; 1.87385 for DeepSeek-V3).
   double softmax_scale_multiplier = 1;
   // Multi-axis positions (axes.hpp) for M-RoPE models: HF rope_scaling.mrope_section (+
   // mrope_interleaved for Qwen3-VL), GGUF <arch>.rope.dimension_sections. Empty for 1-D RoPE.
@@ -57,7 +57,7 @@ struct model_rope {
 
 // Caller choices shared by both importers.
 struct import_options {
-  // Pair layout; when unset it comes from the model type (formulas.md section 1; see
+  // Pair layout; when unset it comes from the model type (docs/formulas.md section 1; see
   // docs/import.md for the table). Layout belongs to the checkpoint, so override it for
   // re-permuted weights.
   std::optional<ropex::layout> layout;
