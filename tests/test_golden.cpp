@@ -3,10 +3,10 @@
 // test was written. A refactor of the kernel layer must change no output bit.
 //
 // Families differ from each other in the last bit of some results (fused multiply-add or not, the
-// AVX512_BF16 conversion), so the hashes are recorded per family; the scalar ones are what the
-// other families' outputs were checked against (tests/test_simd.cpp). A family with no recorded
-// hash (e.g. neon on an x86-only recording) is reported and skipped; set ROPEX_GOLDEN_PRINT=1 to
-// print the table rows for the families this machine runs.
+// AVX512_BF16 conversion), so the hashes are recorded per architecture and family: even the
+// scalar kernel's bits depend on the architecture (aarch64 compilers contract a * b + c into one
+// fma by default). A family with no recorded hash is reported and skipped; set
+// ROPEX_GOLDEN_PRINT=1 to print the table rows for the families this machine runs.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -174,22 +174,36 @@ const char* type_name() {
   else return "bfloat16";
 }
 
+// The architecture this build runs on, the first column of the recorded rows.
+constexpr const char* architecture =
+#if defined(__x86_64__)
+    "x86_64";
+#elif defined(__aarch64__)
+    "aarch64";
+#else
+    "other";
+#endif
+
 struct golden_row {
+  const char* architecture;
   const char* family;
   const char* type;
   const char* entry;
   std::uint64_t hash;
 };
 
-// Recorded with GCC 12 and Clang on x86-64 (scalar, avx2, avx512 with AVX512_BF16); the two
-// compilers agree, and avx2 and avx512 agree with each other (both use fused multiply-add).
+// Recorded on x86-64 with GCC 12 and Clang 14 (scalar, avx2, avx512 with AVX512_BF16): the two
+// compilers agree, and avx2 and avx512 agree with each other (both use fused multiply-add). On
+// aarch64 (scalar, neon) with GCC 12, cross-compiled and run under qemu.
 const golden_row recorded[] = {
 #include "golden_hashes.inc"
-    {"", "", "", 0}};  // end marker
+    {"", "", "", "", 0}};  // end marker
 
 const golden_row* find_row(const std::string& family, const char* type, const std::string& entry) {
   for (const golden_row& r : recorded)
-    if (family == r.family && std::strcmp(type, r.type) == 0 && entry == r.entry) return &r;
+    if (std::strcmp(architecture, r.architecture) == 0 && family == r.family && std::strcmp(type, r.type) == 0 &&
+        entry == r.entry)
+      return &r;
   return nullptr;
 }
 
@@ -248,11 +262,12 @@ void check_type() {
     if (family == isa::avx512 && std::is_same_v<T, ropex::bfloat16> && ropex::kernels::has_avx512_bf16())
       name += "_bf16";
     for (const auto& [entry, hash] : entry_hashes<T>()) {
-      if (print) std::printf("    {\"%s\", \"%s\", \"%s\", 0x%016llxull},\n", name.c_str(), type_name<T>(), entry.c_str(),
-                             static_cast<unsigned long long>(hash));
+      if (print)
+        std::printf("    {\"%s\", \"%s\", \"%s\", \"%s\", 0x%016llxull},\n", architecture, name.c_str(), type_name<T>(),
+                    entry.c_str(), static_cast<unsigned long long>(hash));
       const golden_row* row = find_row(name, type_name<T>(), entry);
       if (row == nullptr) {
-        WARN("no recorded golden hash for " << name << " " << type_name<T>() << " " << entry);
+        WARN("no recorded golden hash for " << architecture << " " << name << " " << type_name<T>() << " " << entry);
         continue;
       }
       INFO(name << " " << type_name<T>() << " " << entry);

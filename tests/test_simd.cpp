@@ -537,6 +537,17 @@ TEST_CASE("dispatch reports the family in use and honours the cap and the test h
   CHECK(apply_cap(isa::neon, "scalar") == isa::scalar);
   CHECK(apply_cap(isa::avx2, nullptr) == isa::avx2);
   CHECK(apply_cap(isa::avx2, "") == isa::avx2);
+  // Caps work within an architecture family: another architecture's name leaves the portable row.
+  CHECK(apply_cap(isa::avx512, "neon") == isa::scalar);
+  CHECK(apply_cap(isa::neon, "avx2") == isa::scalar);
+  CHECK(apply_cap(isa::neon, "neon") == isa::neon);
+  // Every row is found by its name and by its id; scalar runs everywhere.
+  for (const ropex::kernels::isa_row& r : ropex::kernels::isa_rows) {
+    REQUIRE(ropex::kernels::row_named(r.name) != nullptr);
+    CHECK(ropex::kernels::row_named(r.name)->id == r.id);
+    CHECK(&ropex::kernels::row_of(r.id) == &r);
+  }
+  CHECK(ropex::kernels::available_isas().front() == isa::scalar);
 
   const std::string name = ropex::kernel_isa();
   CHECK(name == ropex::kernels::isa_name(ropex::kernels::selected_isa()));

@@ -11,6 +11,7 @@
 #include "ropex/axes.hpp"
 #include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
+#include "ropex/detail/call_checks.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/policies.hpp"
@@ -93,6 +94,15 @@ class rotary_embedding {
     rotate(&x, 1, positions, 0, 1 / freqs_.attention_factor, -1);
   }
 
+  // q and k of the same tokens together.
+  template <class T>
+  void apply_inverse(tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions) const {
+    check_pair(q, k);
+    check_positions(positions, q.tokens);
+    tensor_view<T> views[2] = {q, k};
+    rotate(views, 2, positions, 0, 1 / freqs_.attention_factor, -1);
+  }
+
   // ---- context shift: re-rotate cached keys from p to p + delta: x <- R(delta) x ----------------
   // The attention factor is already in the cached keys and is not applied again. delta may be < 0.
   template <class T>
@@ -141,35 +151,18 @@ class rotary_embedding {
  private:
   template <class T>
   void check(const tensor_view<T>& v, const char* name) const {
-    static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
-    detail::validate_view(v, config_.head_dim, name);
+    detail::check_view(v, config_.head_dim, name);
   }
   template <class T>
   void check_pair(const tensor_view<T>& q, const tensor_view<T>& k) const {
-    check(q, "q");
-    check(k, "k");
-    if (q.tokens != k.tokens) detail::fail("k.tokens", "must equal q.tokens");
+    detail::check_pair(q, k, config_.head_dim);
   }
-  static void check_position(std::int64_t p, const std::string& name) {
-    if (p < -detail::max_abs_position || p > detail::max_abs_position)  // message built only on failure
-      detail::fail(name, "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
-  }
+  static void check_position(std::int64_t p, const char* name) { detail::check_position(p, name); }
   static void check_positions(const std::int64_t* positions, std::int64_t tokens, const char* name = "positions") {
-    if (tokens == 0) return;
-    if (positions == nullptr) detail::fail(name, "is null with tokens > 0");
-    // The message (and its allocation) is built only for a bad entry: decode calls are ~0.1 us.
-    for (std::int64_t t = 0; t < tokens; ++t)
-      if (positions[t] < -detail::max_abs_position || positions[t] > detail::max_abs_position)
-        check_position(positions[t], std::string(name) + "[" + std::to_string(t) + "]");
+    detail::check_positions(positions, tokens, name);
   }
   void check_table(const cos_sin_table& table, const std::int64_t* positions, std::int64_t tokens) const {
-    if (table.pairs() != pairs()) detail::fail("table", "was built for a different rotary_dim");
-    if (tokens == 0) return;
-    if (positions == nullptr) detail::fail("positions", "is null with tokens > 0");
-    for (std::int64_t t = 0; t < tokens; ++t)
-      if (positions[t] < 0 || positions[t] >= table.positions())
-        detail::fail("positions[" + std::to_string(t) + "]",
-                     "must lie in [0, table.positions()) (got " + std::to_string(positions[t]) + ")");
+    detail::check_table_rows(table, pairs(), positions, tokens);
   }
 
   template <class T>

@@ -41,6 +41,7 @@
 #include "ropex/angles.hpp"
 #include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
+#include "ropex/detail/call_checks.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/types.hpp"
@@ -298,11 +299,6 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
   }
 }
 
-template <class T>
-void check_multi_axis_view(const tensor_view<T>& v, const rope_config& c, const char* name) {
-  static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
-  validate_view(v, c.head_dim, name);
-}
 
 // Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).
 inline void check_multi_axis_call(const rope_config& c, const frequencies& f, const position_axes& a,
@@ -346,7 +342,7 @@ inline void check_steps(const frequencies& f, const angle_steps& steps) {
 template <class T>
 void apply_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
                       const position_axes& a, axis_positions positions) {
-  detail::check_multi_axis_view(x, c, "x");
+  detail::check_view(x, c.head_dim, "x");
   detail::check_multi_axis_call(c, f, a, positions, x.tokens);
   detail::check_steps(f, steps);
   detail::rotate_multi_axis(c, f, steps, &x, 1, a, positions, f.attention_factor, +1);
@@ -361,9 +357,7 @@ void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T>
 template <class T>
 void apply_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> q,
                       tensor_view<T> k, const position_axes& a, axis_positions positions) {
-  detail::check_multi_axis_view(q, c, "q");
-  detail::check_multi_axis_view(k, c, "k");
-  detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
+  detail::check_pair(q, k, c.head_dim);
   detail::check_multi_axis_call(c, f, a, positions, q.tokens);
   detail::check_steps(f, steps);
   tensor_view<T> views[2] = {q, k};
@@ -386,7 +380,7 @@ void apply_multi_axis(const rope_config& c, const frequencies& f, T* x, std::int
 template <class T>
 void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
                               const position_axes& a, axis_positions positions) {
-  detail::check_multi_axis_view(x, c, "x");
+  detail::check_view(x, c.head_dim, "x");
   detail::check_multi_axis_call(c, f, a, positions, x.tokens);
   detail::check_steps(f, steps);
   detail::rotate_multi_axis(c, f, steps, &x, 1, a, positions, 1 / f.attention_factor, -1);

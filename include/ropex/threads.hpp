@@ -44,40 +44,20 @@ tensor_view<T> token_range(const tensor_view<T>& v, std::int64_t t0, std::int64_
   return {v.data + t0 * v.token_stride, t1 - t0, v.heads, v.token_stride, v.head_stride};
 }
 
-template <class T>
-void check_for_threads(const rotary_embedding& rope, const tensor_view<T>& v, const char* name) {
-  static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
-  validate_view(v, rope.config().head_dim, name);
-}
-
-inline void check_threads(int threads) { require(threads >= 1, "threads", "must be >= 1 (got " + std::to_string(threads) + ")"); }
-
-inline void check_positions_for_threads(const std::int64_t* positions, std::int64_t tokens) {
-  if (tokens == 0) return;
-  require(positions != nullptr, "positions", "is null with tokens > 0");
-  for (std::int64_t t = 0; t < tokens; ++t)
-    if (positions[t] < -max_abs_position || positions[t] > max_abs_position)
-      fail("positions[" + std::to_string(t) + "]", "magnitude must be <= 2^53 (got " + std::to_string(positions[t]) + ")");
-}
-
-inline void check_table_for_threads(const rotary_embedding& rope, const cos_sin_table& table,
-                                    const std::int64_t* positions, std::int64_t tokens) {
-  require(table.pairs() == rope.pairs(), "table", "was built for a different rotary_dim");
-  if (tokens == 0) return;
-  require(positions != nullptr, "positions", "is null with tokens > 0");
-  for (std::int64_t t = 0; t < tokens; ++t)
-    if (positions[t] < 0 || positions[t] >= table.positions())
-      fail("positions[" + std::to_string(t) + "]",
-           "must lie in [0, table.positions()) (got " + std::to_string(positions[t]) + ")");
+inline void check_threads(int threads) {
+  if (threads < 1) fail("threads", "must be >= 1 (got " + std::to_string(threads) + ")");
 }
 }  // namespace detail
+
+// Every form validates on the calling thread exactly as its single-threaded call does (the
+// checks of detail/call_checks.hpp), then runs that call on each token range.
 
 // rope.apply(x, positions) with tokens split over `threads` std::threads.
 template <class T>
 void parallel_apply(const rotary_embedding& rope, tensor_view<T> x, const std::int64_t* positions, int threads) {
   detail::check_threads(threads);
-  detail::check_for_threads(rope, x, "x");
-  detail::check_positions_for_threads(positions, x.tokens);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_positions(positions, x.tokens);
   detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
     rope.apply(detail::token_range(x, t0, t1), positions + t0);
   });
@@ -88,10 +68,8 @@ template <class T>
 void parallel_apply(const rotary_embedding& rope, tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions,
                     int threads) {
   detail::check_threads(threads);
-  detail::check_for_threads(rope, q, "q");
-  detail::check_for_threads(rope, k, "k");
-  detail::require(q.tokens == k.tokens, "k.tokens", "must equal q.tokens");
-  detail::check_positions_for_threads(positions, q.tokens);
+  detail::check_pair(q, k, rope.config().head_dim);
+  detail::check_positions(positions, q.tokens);
   detail::for_token_ranges(q.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
     rope.apply(detail::token_range(q, t0, t1), detail::token_range(k, t0, t1), positions + t0);
   });
@@ -102,10 +80,57 @@ template <class T>
 void parallel_apply(const rotary_embedding& rope, tensor_view<T> x, const std::int64_t* positions,
                     const cos_sin_table& table, int threads) {
   detail::check_threads(threads);
-  detail::check_for_threads(rope, x, "x");
-  detail::check_table_for_threads(rope, table, positions, x.tokens);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_table_rows(table, rope.pairs(), positions, x.tokens);
   detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
     rope.apply(detail::token_range(x, t0, t1), positions + t0, table);
+  });
+}
+
+// rope.apply(x, axes, positions) (multi-axis), split likewise: each range reads its tokens'
+// entries of every axis through the caller's axis stride.
+template <class T>
+void parallel_apply(const rotary_embedding& rope, tensor_view<T> x, const position_axes& axes, axis_positions positions,
+                    int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, positions, x.tokens);
+  const std::int64_t stride = axis_stride_of(positions, x.tokens);
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply(detail::token_range(x, t0, t1), axes, axis_positions{positions.data + t0, positions.axes, stride});
+  });
+}
+
+// rope.apply_inverse(x, positions), split likewise.
+template <class T>
+void parallel_apply_inverse(const rotary_embedding& rope, tensor_view<T> x, const std::int64_t* positions, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_positions(positions, x.tokens);
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply_inverse(detail::token_range(x, t0, t1), positions + t0);
+  });
+}
+
+// rope.shift(x, delta), split likewise.
+template <class T>
+void parallel_shift(const rotary_embedding& rope, tensor_view<T> x, std::int64_t delta, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_position(delta, "delta");
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.shift(detail::token_range(x, t0, t1), delta);
+  });
+}
+
+// rope.shift_each(x, deltas), split likewise.
+template <class T>
+void parallel_shift_each(const rotary_embedding& rope, tensor_view<T> x, const std::int64_t* deltas, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_positions(deltas, x.tokens, "deltas");
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.shift_each(detail::token_range(x, t0, t1), deltas + t0);
   });
 }
 

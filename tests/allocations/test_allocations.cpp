@@ -82,6 +82,7 @@ void check_rotations(const ropex::rope_config& config, std::int64_t tokens) {
     CHECK(allocations_of([&] { rope.apply(q, k, p, table); }) == 0);
     CHECK(allocations_of([&] { rope.apply_inverse(buf.data(), tokens, q_heads + k_heads, p); }) == 0);
     CHECK(allocations_of([&] { rope.apply_inverse(q, p); }) == 0);
+    CHECK(allocations_of([&] { rope.apply_inverse(q, k, p); }) == 0);
     CHECK(allocations_of([&] { rope.shift(buf.data(), tokens, q_heads + k_heads, -5); }) == 0);
     CHECK(allocations_of([&] { rope.shift(k, 0); }) == 0);
     CHECK(allocations_of([&] { rope.shift_each(buf.data(), tokens, q_heads + k_heads, p); }) == 0);
