@@ -1,5 +1,6 @@
-// NEON (aarch64 Advanced SIMD) kernels: the functions of kernels/scalar.hpp with the same
-// contracts, 4 floats / 2 doubles per vector. Advanced SIMD is part of the aarch64 baseline, so
+// NEON (aarch64 Advanced SIMD) kernels: the ops of 4 floats / 2 doubles per vector that
+// rotate_token.inl and exact_cos_sin.inl are written against, so this family has the functions of
+// kernels/scalar.hpp with the same contracts. Advanced SIMD is part of the aarch64 baseline, so
 // no target pragma is needed and dispatch.hpp uses these unconditionally there.
 // The interleaved layout uses the de-interleaving vld2/vst2 (pairs land in two registers, as in
 // the half layout). Tails go through a padded register image (copy the k live elements in,
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
@@ -17,8 +19,6 @@
 
 #if ROPEX_KERNELS_NEON
 namespace ropex::kernels::neon {
-
-inline constexpr int float_lanes = 4;
 
 // ---- storage <-> 4 floats ---------------------------------------------------------------------
 inline const std::uint16_t* bits_of(const float16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
@@ -73,68 +73,62 @@ inline void store(T* p, float32x4_t v, int k) {
   std::memcpy(p, image, static_cast<std::size_t>(k) * sizeof(T));
 }
 
-// ---- rotation ---------------------------------------------------------------------------------
-inline void rotate(float32x4_t& a, float32x4_t& b, float32x4_t c, float32x4_t s) {
-  const float32x4_t a2 = vfmsq_f32(vmulq_f32(a, c), b, s);  // a c - b s
-  const float32x4_t b2 = vfmaq_f32(vmulq_f32(b, c), a, s);  // b c + a s
-  a = a2;
-  b = b2;
-}
+// ---- float vectors: the ops of rotate_token.inl ----------------------------------------------------
+struct f32 {
+  using vec = float32x4_t;
+  static constexpr int lanes = 4;
+  // Half of the 32 vector registers hold coefficients: 32 pairs at a time.
+  static constexpr int held_registers = 16;
+  static vec zero() { return vdupq_n_f32(0.0f); }
+  template <class T>
+  static vec load(const T* p) { return neon::load(p); }
+  template <class T>
+  static vec load(const T* p, int n) { return neon::load(p, n); }
+  template <class T>
+  static void store(T* p, vec v) { neon::store(p, v); }
+  template <class T>
+  static void store(T* p, vec v, int n) { neon::store(p, v, n); }
+  static vec coefficients(const float* p, int n) { return n >= lanes ? vld1q_f32(p) : neon::load(p, n); }
 
-// Half layout: two streams, a = x[i], b = x[i + half].
-template <class T>
-inline void rotate_half(T* x, int half, const float* cos, const float* sin, int n) {
-  T* a = x;
-  T* b = x + half;
-  int i = 0;
-  for (; i + float_lanes <= n; i += float_lanes) {
-    float32x4_t xa = load(a + i), xb = load(b + i);
-    rotate(xa, xb, vld1q_f32(cos + i), vld1q_f32(sin + i));
-    store(a + i, xa);
-    store(b + i, xb);
+  static void rotate(vec& a, vec& b, vec c, vec s) {
+    const vec a2 = vfmsq_f32(vmulq_f32(a, c), b, s);  // a c - b s
+    b = vfmaq_f32(vmulq_f32(b, c), a, s);             // b c + a s
+    a = a2;
   }
-  if (i < n) {
-    const int k = n - i;
-    float32x4_t xa = load(a + i, k), xb = load(b + i, k);
-    rotate(xa, xb, load(cos + i, k), load(sin + i, k));
-    store(a + i, xa, k);
-    store(b + i, xb, k);
-  }
-}
 
-// Interleaved layout: vld2 splits 4 pairs into a = (x0 x2 x4 x6) and b = (x1 x3 x5 x7).
-template <class T>
-inline void rotate_interleaved(T* x, const float* cos, const float* sin, int n) {
-  int i = 0;
-  for (; i + float_lanes <= n; i += float_lanes) {
-    float32x4x2_t v = load2(x + 2 * i);
-    rotate(v.val[0], v.val[1], vld1q_f32(cos + i), vld1q_f32(sin + i));
-    store2(x + 2 * i, v);
-  }
-  if (i < n) {
-    const int k = n - i;
+  // Interleaved: vld2 splits 4 pairs into a = (x0 x2 x4 x6) and b = (x1 x3 x5 x7), so the
+  // coefficients are used as stored and the rotation is rotate()'s.
+  static constexpr bool pairs_side_by_side = false;
+  static constexpr int pair_lanes = 4;
+  using pairs = float32x4x2_t;
+  using pair_coefficient = vec;
+  template <class T>
+  static pairs load_pairs(const T* p) { return load2(p); }
+  template <class T>
+  static pairs load_pairs(const T* p, int n) {
     T image[8] = {};
-    std::memcpy(image, x + 2 * i, static_cast<std::size_t>(2 * k) * sizeof(T));
-    float32x4x2_t v = load2(static_cast<const T*>(image));
-    rotate(v.val[0], v.val[1], load(cos + i, k), load(sin + i, k));
+    std::memcpy(image, p, static_cast<std::size_t>(2 * n) * sizeof(T));
+    return load2(static_cast<const T*>(image));
+  }
+  template <class T>
+  static void store_pairs(T* p, pairs v) { store2(p, v); }
+  template <class T>
+  static void store_pairs(T* p, pairs v, int n) {
+    T image[8];
     store2(image, v);
-    std::memcpy(x + 2 * i, image, static_cast<std::size_t>(2 * k) * sizeof(T));
+    std::memcpy(p, image, static_cast<std::size_t>(2 * n) * sizeof(T));
   }
-}
+  static pair_coefficient pair_coefficients(const float* p, int n) { return coefficients(p, n); }
+  static void rotate_pairs(pairs& v, pair_coefficient c, pair_coefficient s) { rotate(v.val[0], v.val[1], c, s); }
 
-// Same contract as scalar::rotate_token.
-template <class T>
-void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
-                  int first, int last, int half, layout pairing, bool /*prefetch: untried on NEON*/) {
-  for (std::int64_t h = 0; h < heads; ++h) {
-    if (pairing == layout::half)
-      rotate_half(token + h * head_stride + first, half, cos, sin, last - first);
-    else
-      rotate_interleaved(token + h * head_stride + 2 * first, cos, sin, last - first);
-  }
-}
+  static constexpr bool bf16_by_parity = false;  // untried: widening is cheap on NEON (vshll)
+  template <class T>
+  static void prefetch(const T*, int) {}  // untried on NEON (kernels/prefetch.hpp)
+};
 
-// ---- cos/sin from the exact angle: exact_cos_sin.inl on 2 doubles ---------------------------
+#include "ropex/kernels/rotate_token.inl"
+
+// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
 struct f64 {
   using vec = float64x2_t;
   static constexpr int lanes = 2;
@@ -162,20 +156,6 @@ struct f64 {
   static void store_floats(float* p, vec v, int) { vst1_lane_f32(p, vcvt_f32_f64(v), 0); }
 };
 #include "ropex/kernels/exact_cos_sin.inl"
-
-// ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ----------
-template <class T>
-void to_float(const T* in, float* out, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + float_lanes <= n; i += float_lanes) vst1q_f32(out + i, load(in + i));
-  if (i < n) store(out + i, load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
-}
-template <class T>
-void from_float(const float* in, T* out, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + float_lanes <= n; i += float_lanes) store(out + i, vld1q_f32(in + i));
-  if (i < n) store(out + i, load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
-}
 
 }  // namespace ropex::kernels::neon
 #endif

@@ -4,7 +4,8 @@
 // (kernels/dispatch.hpp), the attention code (attention/detail/simd_level.hpp), the tests and the
 // benchmarks all read these rows; none of them lists ISAs itself.
 //
-// Adding an ISA (SVE, AVX10, ...): its ops file under kernels/, one enumerator in `isa`, one
+// Adding an ISA (SVE, AVX10, ...): its ops file under kernels/ (structs f32 and f64, then the
+// includes of rotate_token.inl and exact_cos_sin.inl), one enumerator in `isa`, one
 // detection function and one row below.
 #pragma once
 #ifndef ROPEX_INSIDE
@@ -131,7 +132,7 @@ inline const kernel_sets& avx512_kernels() {
   // The bfloat16 rotation has a variant for CPUs with AVX512_BF16.
   static const kernel_sets sets = [] {
     kernel_sets s = ROPEX_KERNEL_SETS(isa::avx512, avx512);
-    if (has_avx512_bf16()) s.bf16.rotate_token = &avx512_bf16::rotate_token;
+    if (has_avx512_bf16()) s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
     return s;
   }();
   return sets;

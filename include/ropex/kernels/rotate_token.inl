@@ -1,0 +1,247 @@
+// Private: the rotation of one token's heads and the storage conversions, written once for every
+// SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines a struct `f32` of float-vector
+// operations in its own namespace and target region, then includes this file there, so the same
+// source is compiled once per instruction set (no #pragma once on purpose). The ops:
+//
+//   f32::vec, f32::lanes               a vector of floats and its lane count
+//   load(p) / load(p, n)               lanes values of storage type T (float, float16, bfloat16)
+//   store(p, v) / store(p, v, n)       widened to floats / rounded back; the n < lanes forms touch
+//                                      only the first n values (no byte past them is read or written)
+//   coefficients(p, n)                 n <= lanes floats of cos or sin, zero beyond
+//   rotate(a, b, c, s)                 a' = a c - b s, b' = b c + a s, each the ISA's fused form
+//   held_registers                     how many vector registers the coefficients of a token may hold
+//   prefetch(p, count)                 kernels/prefetch.hpp's hint, or nothing
+// Interleaved pairs (x[2i], x[2i+1]):
+//   pair_lanes                         pairs per step
+//   pairs_side_by_side                 true: a vec holds the pairs as stored (x86); false: `pairs`
+//                                      holds them de-interleaved, through load_pairs(p[, n]) and
+//                                      store_pairs(p, v[, n]) with n <= pair_lanes pairs (NEON)
+//   pair_coefficients(p, n)            n <= pair_lanes cos or sin, in the form rotate_pairs wants
+//   rotate_pairs(v, c, s)              the rotation of every pair, the same operations as rotate()
+// bfloat16 split by lane parity (only when f32::bf16_by_parity; the x86 families):
+//   bits, load_bits(p, n), store_bits(p, v, n)   2 * lanes raw bfloat16 values, n <= 2 * lanes
+//   bf16_even(v), bf16_odd(v)          the values at even / odd positions as floats (integer ops)
+//   bf16_merge(even, odd)              both rounded to bfloat16 and put back in place
+//   even_lanes(v0, v1), odd_lanes(v0, v1)   the even / odd elements of the 2 * lanes floats v0 v1
+// A bfloat16 is the top half of a float, so splitting 2 * lanes loaded values by parity costs two
+// integer operations where widening costs a cross-lane shuffle per vector (the single shuffle port
+// then bounds bfloat16 at ~0.4 of the roofline on AVX-512).
+//
+// Every form computes a' = fma(a, c, -fl(b s)) and b' = fma(b, c, fl(a s)) (x86; NEON has its own
+// fused order), so both layouts, every storage type and every block size give the same bits for
+// the same pairs.
+#ifndef ROPEX_INSIDE
+#error "ropex/kernels/rotate_token.inl is private; include <ropex/ropex.hpp>"
+#endif
+
+// ---- blocks: what one step of a head loop rotates -----------------------------------------------
+// A block type has: pairs (per block), values (the T elements a block spans), registers (vector
+// registers its coefficients hold), coefficients + load_coefficients(cos, sin, n), rotate(head, half,
+// k, n) with n <= pairs (a full block is n == pairs; the compiler folds the constant), prefetch.
+
+// Half layout, storage widened to floats: a = x[i], b = x[i + half].
+template <class T>
+struct half_block {
+  static constexpr int pairs = f32::lanes, values = f32::lanes, registers = 2;
+  struct coefficients {
+    f32::vec c, s;
+  };
+  static coefficients load_coefficients(const float* cos, const float* sin, int n) {
+    return {f32::coefficients(cos, n), f32::coefficients(sin, n)};
+  }
+  static void rotate(T* a, int half, const coefficients& k, int n) {
+    T* b = a + half;
+    f32::vec xa = n == pairs ? f32::load(a) : f32::load(a, n), xb = n == pairs ? f32::load(b) : f32::load(b, n);
+    f32::rotate(xa, xb, k.c, k.s);
+    if (n == pairs) {
+      f32::store(a, xa);
+      f32::store(b, xb);
+    } else {
+      f32::store(a, xa, n);
+      f32::store(b, xb, n);
+    }
+  }
+  static void prefetch(const T* a, int half, int n) {
+    f32::prefetch(a, n);
+    f32::prefetch(a + half, n);
+  }
+};
+
+// Interleaved layout, storage widened to floats. x86 holds the pairs side by side in one vector
+// (load, rotate_pairs, store); NEON de-interleaves them into two (load_pairs / store_pairs).
+template <class T, class O = f32>
+struct pair_block {
+  static constexpr int pairs = O::pair_lanes, values = 2 * O::pair_lanes, registers = 2;
+  struct coefficients {
+    typename O::pair_coefficient c, s;
+  };
+  static coefficients load_coefficients(const float* cos, const float* sin, int n) {
+    return {O::pair_coefficients(cos, n), O::pair_coefficients(sin, n)};
+  }
+  static void rotate(T* x, int /*half*/, const coefficients& k, int n) {
+    if constexpr (O::pairs_side_by_side) {
+      typename O::vec v = n == pairs ? O::load(x) : O::load(x, 2 * n);
+      O::rotate_pairs(v, k.c, k.s);
+      if (n == pairs) O::store(x, v);
+      else O::store(x, v, 2 * n);
+    } else {
+      typename O::pairs v = n == pairs ? O::load_pairs(x) : O::load_pairs(x, n);
+      O::rotate_pairs(v, k.c, k.s);
+      if (n == pairs) O::store_pairs(x, v);
+      else O::store_pairs(x, v, n);
+    }
+  }
+  static void prefetch(const T* x, int /*half*/, int n) { O::prefetch(x, 2 * n); }
+};
+
+// bfloat16, half layout, split by parity: 2 * lanes pairs a block; the coefficients are split the
+// same way once per token. (Templates over the ops too, so families without parity ops compile.)
+template <class T, class O = f32>
+struct half_block_by_parity {
+  static constexpr int pairs = 2 * O::lanes, values = 2 * O::lanes, registers = 4;
+  struct coefficients {
+    typename O::vec even_c, odd_c, even_s, odd_s;
+  };
+  static coefficients load_coefficients(const float* cos, const float* sin, int n) {
+    const int n0 = n < O::lanes ? n : O::lanes, n1 = n - n0;
+    const typename O::vec c0 = O::coefficients(cos, n0), s0 = O::coefficients(sin, n0);
+    const typename O::vec c1 = n1 > 0 ? O::coefficients(cos + O::lanes, n1) : O::zero();
+    const typename O::vec s1 = n1 > 0 ? O::coefficients(sin + O::lanes, n1) : O::zero();
+    return {O::even_lanes(c0, c1), O::odd_lanes(c0, c1), O::even_lanes(s0, s1), O::odd_lanes(s0, s1)};
+  }
+  static void rotate(T* a, int half, const coefficients& k, int n) {
+    T* b = a + half;
+    const typename O::bits va = O::load_bits(a, n), vb = O::load_bits(b, n);
+    typename O::vec ae = O::bf16_even(va), ao = O::bf16_odd(va), be = O::bf16_even(vb), bo = O::bf16_odd(vb);
+    O::rotate(ae, be, k.even_c, k.even_s);
+    O::rotate(ao, bo, k.odd_c, k.odd_s);
+    O::store_bits(a, O::bf16_merge(ae, ao), n);
+    O::store_bits(b, O::bf16_merge(be, bo), n);
+  }
+  static void prefetch(const T* a, int half, int n) {
+    O::prefetch(a, n);
+    O::prefetch(a + half, n);
+  }
+};
+
+// bfloat16, interleaved, split by parity: lane k holds pair k (a even, b odd), so the coefficients
+// are used as stored.
+template <class T, class O = f32>
+struct pair_block_by_parity {
+  static constexpr int pairs = O::lanes, values = 2 * O::lanes, registers = 2;
+  struct coefficients {
+    typename O::vec c, s;
+  };
+  static coefficients load_coefficients(const float* cos, const float* sin, int n) {
+    return {O::coefficients(cos, n), O::coefficients(sin, n)};
+  }
+  static void rotate(T* x, int /*half*/, const coefficients& k, int n) {
+    const typename O::bits v = O::load_bits(x, 2 * n);
+    typename O::vec a = O::bf16_even(v), b = O::bf16_odd(v);
+    O::rotate(a, b, k.c, k.s);
+    O::store_bits(x, O::bf16_merge(a, b), 2 * n);
+  }
+  static void prefetch(const T* x, int /*half*/, int n) { O::prefetch(x, 2 * n); }
+};
+
+template <class T>
+using half_block_for =
+    std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>, half_block_by_parity<T>, half_block<T>>;
+template <class T>
+using pair_block_for =
+    std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>, pair_block_by_parity<T>, pair_block<T>>;
+
+// ---- head loops -----------------------------------------------------------------------------------
+// The coefficients of V blocks (n pairs, the last block possibly partial) are loaded into registers
+// once and every head of the token reuses them: one load and one store of x per vector, the
+// roofline's own instruction mix. Loading them per head adds loads, and in the memory-bound shapes
+// the extra load-buffer and reorder entries cut how many lines of x are in flight.
+template <class B, int V, bool full, class T>
+inline void held_heads(T* x, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                       int half, int n, bool prefetch) {
+  // `full`: the last block is whole too, so no tail form is compiled into the loop (on AVX2 a tail
+  // of 16-bit values is a memcpy, and a possible call would keep the coefficients out of registers).
+  const int tail = full ? B::pairs : n - (V - 1) * B::pairs;
+  typename B::coefficients k[V];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v)
+    k[v] = B::load_coefficients(cos + v * B::pairs, sin + v * B::pairs, v == V - 1 ? tail : B::pairs);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    T* head = x + h * head_stride;
+    if (prefetch) B::prefetch(head, half, n);
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) B::rotate(head + v * B::values, half, k[v], v == V - 1 ? tail : B::pairs);
+  }
+}
+
+// held_heads with V = blocks, a compile-time constant from 1 to the register budget.
+template <class B, int V = 1, class T>
+inline void held_heads_of(int blocks, T* x, std::int64_t heads, std::int64_t head_stride, const float* cos,
+                          const float* sin, int half, int n, bool prefetch) {
+  if constexpr ((V + 1) * B::registers <= f32::held_registers) {
+    if (blocks > V) return held_heads_of<B, V + 1>(blocks, x, heads, head_stride, cos, sin, half, n, prefetch);
+  }
+  if (n == V * B::pairs) held_heads<B, V, true>(x, heads, head_stride, cos, sin, half, n, prefetch);
+  else held_heads<B, V, false>(x, heads, head_stride, cos, sin, half, n, prefetch);
+}
+
+// More blocks than the register budget: the token's coefficients are prepared once into a stack
+// array and reloaded per head (L1 hits), up to staged_pairs pairs at a time. Walking every head
+// per chunk instead would revisit each head's lines, which costs where the tensor streams from memory.
+inline constexpr int staged_pairs = 256;
+
+template <class B, class T>
+inline void staged_heads(T* x, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                         int half, int n, bool prefetch) {
+  constexpr int capacity = staged_pairs / B::pairs;
+  typename B::coefficients k[capacity];
+  for (int begin = 0; begin < n; begin += capacity * B::pairs) {
+    const int m = n - begin < capacity * B::pairs ? n - begin : capacity * B::pairs;
+    const int blocks = (m + B::pairs - 1) / B::pairs, tail = m - (blocks - 1) * B::pairs;
+    for (int v = 0; v < blocks; ++v)
+      k[v] = B::load_coefficients(cos + begin + v * B::pairs, sin + begin + v * B::pairs,
+                                  v == blocks - 1 ? tail : B::pairs);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      T* head = x + h * head_stride + begin / B::pairs * B::values;
+      if (prefetch) B::prefetch(head, half, m);
+      for (int v = 0; v + 1 < blocks; ++v) B::rotate(head + v * B::values, half, k[v], B::pairs);
+      B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail);
+    }
+  }
+}
+
+template <class B, class T>
+inline void rotate_heads(T* x, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                         int half, int n, bool prefetch) {
+  const int blocks = (n + B::pairs - 1) / B::pairs;
+  if (blocks * B::registers <= f32::held_registers)
+    held_heads_of<B>(blocks, x, heads, head_stride, cos, sin, half, n, prefetch);
+  else
+    staged_heads<B>(x, heads, head_stride, cos, sin, half, n, prefetch);
+}
+
+// Same contract as scalar::rotate_token.
+template <class T>
+void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                  int first, int last, int half, layout pairing, bool prefetch) {
+  const int n = last - first;
+  if (n <= 0) return;
+  if (pairing == layout::half)
+    rotate_heads<half_block_for<T>>(token + first, heads, head_stride, cos, sin, half, n, prefetch);
+  else
+    rotate_heads<pair_block_for<T>>(token + 2 * first, heads, head_stride, cos, sin, half, n, prefetch);
+}
+
+// ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ------------
+template <class T>
+void to_float(const T* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + f32::lanes <= n; i += f32::lanes) f32::store(out + i, f32::load(in + i));
+  if (i < n) f32::store(out + i, f32::load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
+template <class T>
+void from_float(const float* in, T* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + f32::lanes <= n; i += f32::lanes) f32::store(out + i, f32::load(in + i));
+  if (i < n) f32::store(out + i, f32::load(in + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
