@@ -103,6 +103,24 @@ class rotary_embedding {
     rotate(views, 2, positions, 0, 1 / freqs_.attention_factor, -1);
   }
 
+  // Through a table. With attention factor 1 the table's rows are the on-the-fly values, so the
+  // result has the same bits as the forms above; otherwise the rows are divided by m^2 (one more
+  // rounding: within one float ulp of them).
+  template <class T>
+  void apply_inverse(tensor_view<T> x, const std::int64_t* positions, const cos_sin_table& table) const {
+    check(x, "x");
+    check_table(table, positions, x.tokens);
+    rotate_with_table(&x, 1, positions, table, true);
+  }
+  template <class T>
+  void apply_inverse(tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions,
+                     const cos_sin_table& table) const {
+    check_pair(q, k);
+    check_table(table, positions, q.tokens);
+    tensor_view<T> views[2] = {q, k};
+    rotate_with_table(views, 2, positions, table, true);
+  }
+
   // ---- context shift: re-rotate cached keys from p to p + delta: x <- R(delta) x ----------------
   // The attention factor is already in the cached keys and is not applied again. delta may be < 0.
   template <class T>
@@ -133,6 +151,25 @@ class rotary_embedding {
   template <class T>
   void apply_inverse(tensor_view<T> x, const position_axes& axes, axis_positions positions) const {
     apply_multi_axis_inverse(config_, freqs_, steps_, x, axes, positions);
+  }
+  template <class T>
+  void apply(tensor_view<T> x, const position_axes& axes, axis_positions positions, const cos_sin_table& table) const {
+    apply_multi_axis(config_, freqs_, x, axes, positions, table);
+  }
+  template <class T>
+  void apply(tensor_view<T> q, tensor_view<T> k, const position_axes& axes, axis_positions positions,
+             const cos_sin_table& table) const {
+    apply_multi_axis(config_, freqs_, q, k, axes, positions, table);
+  }
+  // Context shift of multi-axis keys: deltas[a] for the pairs of axis a (axis_count(axes) entries).
+  template <class T>
+  void shift(tensor_view<T> x, const position_axes& axes, const std::int64_t* deltas) const {
+    shift_multi_axis(config_, freqs_, steps_, x, axes, deltas);
+  }
+  // Per-token deltas per axis, laid out as positions ([axes][tokens]).
+  template <class T>
+  void shift_each(tensor_view<T> x, const position_axes& axes, axis_positions deltas) const {
+    shift_each_multi_axis(config_, freqs_, steps_, x, axes, deltas);
   }
 
   // Per-token deltas (`tokens` entries). A name of its own, so that shift(x, 0) is not ambiguous
@@ -198,15 +235,32 @@ class rotary_embedding {
     }
   }
 
+  // inverse: the rows turned the other way and divided by m^2 (exactly the on-the-fly inverse's
+  // values when m = 1: negating a sine is exact).
   template <class T>
   void rotate_with_table(tensor_view<T>* views, int n_views, const std::int64_t* positions,
-                         const cos_sin_table& table) const {
+                         const cos_sin_table& table, bool inverse = false) const {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
     const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
-    for (std::int64_t t = 0; t < views[0].tokens; ++t)
-      rotate_views(kernel, views, n_views, t, table.cos_row(positions[t]), table.sin_row(positions[t]), 0, half, half,
-                   config_.layout, prefetch);
+    const double m = freqs_.attention_factor, unscale = 1 / (m * m);
+    alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
+    for (std::int64_t t = 0; t < views[0].tokens; ++t) {
+      const float* row_cos = table.cos_row(positions[t]);
+      const float* row_sin = table.sin_row(positions[t]);
+      if (!inverse) {
+        rotate_views(kernel, views, n_views, t, row_cos, row_sin, 0, half, half, config_.layout, prefetch);
+        continue;
+      }
+      for (int first = 0; first < half; first += chunk_pairs) {
+        const int last = std::min(half, first + chunk_pairs);
+        for (int i = first; i < last; ++i) {
+          cos[i - first] = m == 1 ? row_cos[i] : static_cast<float>(row_cos[i] * unscale);
+          sin[i - first] = m == 1 ? -row_sin[i] : static_cast<float>(-row_sin[i] * unscale);
+        }
+        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout, prefetch);
+      }
+    }
   }
 
   rope_config config_;

@@ -274,9 +274,12 @@ void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token
 
 // The rotation itself: validated inputs only; neither allocates nor throws. The kernel family is
 // fetched once; per token the cos/sin of every axis are formed once and shared by all heads.
+// token_step: 1 = each token has its own positions; 0 = every token uses the first (a shift by one
+// delta per axis).
 template <class T>
 void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T>* views,
-                       int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign) {
+                       int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign,
+                       std::int64_t token_step = 1) {
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
   const std::int64_t tokens = views[0].tokens;
   const int total = rotated_pairs(c, a), axes = axis_count(a);
@@ -290,8 +293,8 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
     const int last = std::min(total, first + axes_chunk_pairs);
     plan_axes_chunk(c, f, a, first, last, plan);
     for (std::int64_t t = 0; t < tokens; ++t) {
-      fill_axes_chunk(plan, axes, positions.data + t, stride, magnitude, sign, kernel, steps, seeds, gathered, cos,
-                      sin);
+      fill_axes_chunk(plan, axes, positions.data + t * token_step, stride, magnitude, sign, kernel, steps, seeds,
+                      gathered, cos, sin);
       for (int v = 0; v < n_views; ++v)
         kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
                             first, last, total, c.layout, prefetch);
@@ -300,28 +303,77 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
 }
 
 
+// The same through a cos/sin table: pair i of a token takes the table's value for (the token's
+// position on the pair's axis, the pair's frequency). The table holds block_angles.hpp's values, as
+// the on-the-fly path forms them, so both give the same bits.
+template <class T>
+void rotate_multi_axis_with_table(const rope_config& c, tensor_view<T>* views, int n_views, const position_axes& a,
+                                  axis_positions positions, const cos_sin_table& table) {
+  const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
+  const std::int64_t tokens = views[0].tokens;
+  const int total = rotated_pairs(c, a);
+  const std::int64_t stride = axis_stride_of(positions, tokens);
+  int axis[axes_chunk_pairs], frequency[axes_chunk_pairs];
+  alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
+  const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views, c.head_dim));
+  for (int first = 0; first < total; first += axes_chunk_pairs) {
+    const int last = std::min(total, first + axes_chunk_pairs);
+    for (int i = first; i < last; ++i) {
+      const pair_source src = source_of_pair(c, a, i);
+      axis[i - first] = src.axis;
+      frequency[i - first] = src.frequency;
+    }
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      for (int slot = 0; slot < last - first; ++slot) {
+        const std::int64_t p = positions.data[axis[slot] * stride + t];
+        cos[slot] = table.cos_row(p)[frequency[slot]];
+        sin[slot] = table.sin_row(p)[frequency[slot]];
+      }
+      for (int v = 0; v < n_views; ++v)
+        kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
+                            first, last, total, c.layout, prefetch);
+    }
+  }
+}
+
 // Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).
 inline void check_multi_axis_call(const rope_config& c, const frequencies& f, const position_axes& a,
-                                  axis_positions positions, std::int64_t tokens) {
+                                  axis_positions positions, std::int64_t tokens, const char* name = "positions") {
   using std::to_string;
   validate(c, a);  // messages on failure only, like the checks below
   if (f.inv_freq.size() != static_cast<std::size_t>(pair_count(c)))
     fail("freqs", "has " + to_string(f.inv_freq.size()) + " frequencies for rotary_dim/2 = " + to_string(pair_count(c)));
   const int axes = axis_count(a);
   if (positions.axes != axes)
-    fail("positions.axes", "must equal the " + to_string(axes) + " axes of the option (got " + to_string(positions.axes) + ")");
+    fail(std::string(name) + ".axes",
+         "must equal the " + to_string(axes) + " axes of the option (got " + to_string(positions.axes) + ")");
   if (positions.axis_stride != 0 && positions.axis_stride < tokens)
-    fail("positions.axis_stride", "must be 0 (dense) or >= tokens (got " + to_string(positions.axis_stride) + " for " +
-                                      to_string(tokens) + " tokens)");
+    fail(std::string(name) + ".axis_stride", "must be 0 (dense) or >= tokens (got " +
+                                                 to_string(positions.axis_stride) + " for " + to_string(tokens) + " tokens)");
   if (tokens == 0) return;
-  require(positions.data != nullptr, "positions", "is null with tokens > 0");
+  require(positions.data != nullptr, name, "is null with tokens > 0");
   const std::int64_t stride = axis_stride_of(positions, tokens);
   for (int k = 0; k < axes; ++k)
     for (std::int64_t t = 0; t < tokens; ++t) {
       const std::int64_t p = positions.data[k * stride + t];
       if (p < -max_abs_position || p > max_abs_position)  // message built only for a bad entry
-        fail("positions[" + std::to_string(k) + "][" + std::to_string(t) + "]",
+        fail(std::string(name) + "[" + std::to_string(k) + "][" + std::to_string(t) + "]",
              "magnitude must be <= 2^53 (got " + std::to_string(p) + ")");
+    }
+}
+
+// A table call: every position lies in [0, table.positions()) and the table has the config's pairs.
+inline void check_multi_axis_table(const rope_config& c, const position_axes& a, axis_positions positions,
+                                   std::int64_t tokens, const cos_sin_table& table) {
+  if (table.pairs() != pair_count(c)) fail("table", "was built for a different rotary_dim");
+  if (tokens == 0) return;
+  const std::int64_t stride = axis_stride_of(positions, tokens);
+  for (int k = 0; k < axis_count(a); ++k)
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::int64_t p = positions.data[k * stride + t];
+      if (p < 0 || p >= table.positions())
+        fail("positions[" + std::to_string(k) + "][" + std::to_string(t) + "]",
+             "must lie in [0, table.positions()) (got " + std::to_string(p) + ")");
     }
 }
 
@@ -389,6 +441,48 @@ template <class T>
 void apply_multi_axis_inverse(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
                               axis_positions positions) {
   apply_multi_axis_inverse(c, f, angle_steps(f.inv_freq), x, a, positions);
+}
+
+// Through a table of these frequencies (rotary_embedding::make_table); every position must lie in
+// [0, table.positions()). The same bits as the on-the-fly forms above.
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> x, const position_axes& a,
+                      axis_positions positions, const cos_sin_table& table) {
+  detail::check_view(x, c.head_dim, "x");
+  detail::check_multi_axis_call(c, f, a, positions, x.tokens);
+  detail::check_multi_axis_table(c, a, positions, x.tokens, table);
+  detail::rotate_multi_axis_with_table(c, &x, 1, a, positions, table);
+}
+template <class T>
+void apply_multi_axis(const rope_config& c, const frequencies& f, tensor_view<T> q, tensor_view<T> k,
+                      const position_axes& a, axis_positions positions, const cos_sin_table& table) {
+  detail::check_pair(q, k, c.head_dim);
+  detail::check_multi_axis_call(c, f, a, positions, q.tokens);
+  detail::check_multi_axis_table(c, a, positions, q.tokens, table);
+  tensor_view<T> views[2] = {q, k};
+  detail::rotate_multi_axis_with_table(c, views, 2, a, positions, table);
+}
+
+// Context shift of cached keys: each pair turns by the delta of its axis, x <- R(deltas) x (the
+// attention factor is already in the keys). deltas holds axis_count(a) entries, one per axis, for
+// every token; equal deltas give the bits of the 1-D shift.
+template <class T>
+void shift_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
+                      const position_axes& a, const std::int64_t* deltas) {
+  detail::check_view(x, c.head_dim, "x");
+  const axis_positions per_axis{deltas, axis_count(a), 1};  // axis stride 1: deltas[axis]
+  detail::check_multi_axis_call(c, f, a, per_axis, x.tokens == 0 ? 0 : 1, "deltas");
+  detail::check_steps(f, steps);
+  detail::rotate_multi_axis(c, f, steps, &x, 1, a, per_axis, 1.0, +1, 0);
+}
+// Per-token deltas, [axes][tokens] like positions.
+template <class T>
+void shift_each_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T> x,
+                           const position_axes& a, axis_positions deltas) {
+  detail::check_view(x, c.head_dim, "x");
+  detail::check_multi_axis_call(c, f, a, deltas, x.tokens, "deltas");
+  detail::check_steps(f, steps);
+  detail::rotate_multi_axis(c, f, steps, &x, 1, a, deltas, 1.0, +1);
 }
 
 // The cos/sin one token rotates by: rotated_pairs(c, a) values each, attention factor included,

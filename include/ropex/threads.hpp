@@ -47,6 +47,11 @@ tensor_view<T> token_range(const tensor_view<T>& v, std::int64_t t0, std::int64_
 inline void check_threads(int threads) {
   if (threads < 1) fail("threads", "must be >= 1 (got " + std::to_string(threads) + ")");
 }
+
+// Multi-axis positions of tokens [t0, ...) of a call over `tokens` tokens.
+inline axis_positions axis_range(const axis_positions& p, std::int64_t tokens, std::int64_t t0) {
+  return {p.data + t0, p.axes, axis_stride_of(p, tokens)};
+}
 }  // namespace detail
 
 // Every form validates on the calling thread exactly as its single-threaded call does (the
@@ -95,9 +100,46 @@ void parallel_apply(const rotary_embedding& rope, tensor_view<T> x, const positi
   detail::check_threads(threads);
   detail::check_view(x, rope.config().head_dim, "x");
   detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, positions, x.tokens);
-  const std::int64_t stride = axis_stride_of(positions, x.tokens);
   detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
-    rope.apply(detail::token_range(x, t0, t1), axes, axis_positions{positions.data + t0, positions.axes, stride});
+    rope.apply(detail::token_range(x, t0, t1), axes, detail::axis_range(positions, x.tokens, t0));
+  });
+}
+
+// rope.apply(q, k, positions, table), split likewise.
+template <class T>
+void parallel_apply(const rotary_embedding& rope, tensor_view<T> q, tensor_view<T> k, const std::int64_t* positions,
+                    const cos_sin_table& table, int threads) {
+  detail::check_threads(threads);
+  detail::check_pair(q, k, rope.config().head_dim);
+  detail::check_table_rows(table, rope.pairs(), positions, q.tokens);
+  detail::for_token_ranges(q.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply(detail::token_range(q, t0, t1), detail::token_range(k, t0, t1), positions + t0, table);
+  });
+}
+
+// rope.apply(q, k, axes, positions), split likewise.
+template <class T>
+void parallel_apply(const rotary_embedding& rope, tensor_view<T> q, tensor_view<T> k, const position_axes& axes,
+                    axis_positions positions, int threads) {
+  detail::check_threads(threads);
+  detail::check_pair(q, k, rope.config().head_dim);
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, positions, q.tokens);
+  detail::for_token_ranges(q.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply(detail::token_range(q, t0, t1), detail::token_range(k, t0, t1), axes,
+               detail::axis_range(positions, q.tokens, t0));
+  });
+}
+
+// rope.apply(x, axes, positions, table), split likewise.
+template <class T>
+void parallel_apply(const rotary_embedding& rope, tensor_view<T> x, const position_axes& axes, axis_positions positions,
+                    const cos_sin_table& table, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, positions, x.tokens);
+  detail::check_multi_axis_table(rope.config(), axes, positions, x.tokens, table);
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply(detail::token_range(x, t0, t1), axes, detail::axis_range(positions, x.tokens, t0), table);
   });
 }
 
@@ -109,6 +151,42 @@ void parallel_apply_inverse(const rotary_embedding& rope, tensor_view<T> x, cons
   detail::check_positions(positions, x.tokens);
   detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
     rope.apply_inverse(detail::token_range(x, t0, t1), positions + t0);
+  });
+}
+
+// rope.apply_inverse(q, k, positions), split likewise.
+template <class T>
+void parallel_apply_inverse(const rotary_embedding& rope, tensor_view<T> q, tensor_view<T> k,
+                            const std::int64_t* positions, int threads) {
+  detail::check_threads(threads);
+  detail::check_pair(q, k, rope.config().head_dim);
+  detail::check_positions(positions, q.tokens);
+  detail::for_token_ranges(q.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply_inverse(detail::token_range(q, t0, t1), detail::token_range(k, t0, t1), positions + t0);
+  });
+}
+
+// rope.apply_inverse(x, positions, table), split likewise.
+template <class T>
+void parallel_apply_inverse(const rotary_embedding& rope, tensor_view<T> x, const std::int64_t* positions,
+                            const cos_sin_table& table, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_table_rows(table, rope.pairs(), positions, x.tokens);
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply_inverse(detail::token_range(x, t0, t1), positions + t0, table);
+  });
+}
+
+// rope.apply_inverse(x, axes, positions), split likewise.
+template <class T>
+void parallel_apply_inverse(const rotary_embedding& rope, tensor_view<T> x, const position_axes& axes,
+                            axis_positions positions, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, positions, x.tokens);
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.apply_inverse(detail::token_range(x, t0, t1), axes, detail::axis_range(positions, x.tokens, t0));
   });
 }
 
@@ -131,6 +209,31 @@ void parallel_shift_each(const rotary_embedding& rope, tensor_view<T> x, const s
   detail::check_positions(deltas, x.tokens, "deltas");
   detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
     rope.shift_each(detail::token_range(x, t0, t1), deltas + t0);
+  });
+}
+
+// rope.shift(x, axes, deltas) (one delta per axis), split likewise.
+template <class T>
+void parallel_shift(const rotary_embedding& rope, tensor_view<T> x, const position_axes& axes,
+                    const std::int64_t* deltas, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, axis_positions{deltas, axis_count(axes), 1},
+                                x.tokens == 0 ? 0 : 1, "deltas");
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.shift(detail::token_range(x, t0, t1), axes, deltas);
+  });
+}
+
+// rope.shift_each(x, axes, deltas) (per token and axis), split likewise.
+template <class T>
+void parallel_shift_each(const rotary_embedding& rope, tensor_view<T> x, const position_axes& axes,
+                         axis_positions deltas, int threads) {
+  detail::check_threads(threads);
+  detail::check_view(x, rope.config().head_dim, "x");
+  detail::check_multi_axis_call(rope.config(), rope.freqs(), axes, deltas, x.tokens, "deltas");
+  detail::for_token_ranges(x.tokens, threads, [&](std::int64_t t0, std::int64_t t1) {
+    rope.shift_each(detail::token_range(x, t0, t1), axes, detail::axis_range(deltas, x.tokens, t0));
   });
 }
 

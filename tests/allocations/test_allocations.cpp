@@ -76,7 +76,7 @@ void check_rotations(const ropex::rope_config& config, std::int64_t tokens) {
   std::vector<T> buf(static_cast<std::size_t>(tokens * row), T(0.5f));
   std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
   for (std::int64_t t = 0; t < tokens; ++t) positions[static_cast<std::size_t>(t)] = 3 * t + 1;
-  const ropex::cos_sin_table table = rope.make_table(3 * tokens + 2);
+  const ropex::cos_sin_table table = rope.make_table(3 * tokens + 8);  // also covers the multi-axis positions (7)
   ropex::tensor_view<T> q{buf.data(), tokens, q_heads, row, d};
   ropex::tensor_view<T> k{buf.data() + q_heads * d, tokens, k_heads, row, d};
   const std::int64_t* p = positions.data();
@@ -97,6 +97,8 @@ void check_rotations(const ropex::rope_config& config, std::int64_t tokens) {
     CHECK(allocations_of([&] { rope.apply_inverse(buf.data(), tokens, q_heads + k_heads, p); }) == 0);
     CHECK(allocations_of([&] { rope.apply_inverse(q, p); }) == 0);
     CHECK(allocations_of([&] { rope.apply_inverse(q, k, p); }) == 0);
+    CHECK(allocations_of([&] { rope.apply_inverse(q, p, table); }) == 0);
+    CHECK(allocations_of([&] { rope.apply_inverse(q, k, p, table); }) == 0);
     CHECK(allocations_of([&] { rope.shift(buf.data(), tokens, q_heads + k_heads, -5); }) == 0);
     CHECK(allocations_of([&] { rope.shift(k, 0); }) == 0);
     CHECK(allocations_of([&] { rope.shift_each(buf.data(), tokens, q_heads + k_heads, p); }) == 0);
@@ -107,6 +109,11 @@ void check_rotations(const ropex::rope_config& config, std::int64_t tokens) {
       CHECK(allocations_of([&] { rope.apply(q, axes, where); }) == 0);
       CHECK(allocations_of([&] { rope.apply(q, k, axes, where); }) == 0);
       CHECK(allocations_of([&] { rope.apply_inverse(q, axes, where); }) == 0);
+      CHECK(allocations_of([&] { rope.apply(q, axes, where, table); }) == 0);
+      CHECK(allocations_of([&] { rope.apply(q, k, axes, where, table); }) == 0);
+      const std::int64_t deltas[3] = {-2, 3, 5};
+      CHECK(allocations_of([&] { rope.shift(k, axes, deltas); }) == 0);
+      CHECK(allocations_of([&] { rope.shift_each(k, axes, where); }) == 0);
     }
   }
 }
