@@ -50,7 +50,12 @@ struct f32 {
   static constexpr int held_registers = 16;
   static vec zero() { return _mm256_setzero_ps(); }
 
-  static vec load(const float* p) { return _mm256_loadu_ps(p); }
+  // Loaded values stay in a register (avx512.hpp says why).
+  static vec in_register(vec v) {
+    __asm__("" : "+x"(v));
+    return v;
+  }
+  static vec load(const float* p) { return in_register(_mm256_loadu_ps(p)); }
   static vec load(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes(n)); }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   static void store(float* p, vec v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
