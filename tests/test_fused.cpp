@@ -307,19 +307,58 @@ TEMPLATE_TEST_CASE("shift_cache re-rotates cached keys in place within one quant
   }
 }
 
-TEST_CASE("shift_cache on a float cache equals rope.shift of the same rows, bit for bit", "[fused]") {
+TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of the same rows, bit for bit",
+                   "[fused]", float, float16, bfloat16) {
+  // Such caches are rotated where they lie (rotary_embedding::shift_rows): the tensor's kernels and
+  // bits, in both block layouts, with one delta or one per slot, for every kernel family.
+  using C = TestType;
   const int d = 64;
-  const std::int64_t kv_heads = 2, block_size = 4, num_blocks = 3;
+  const std::int64_t kv_heads = 2, block_size = 4, num_blocks = 3, slots_total = num_blocks * block_size;
   const rotary_embedding rope(rope_config{d, 0, 1e4, layout::interleaved}, yarn{8.0, 4096});
-  std::vector<float> cache_k = random_floats(std::size_t(num_blocks * block_size * kv_heads * d), 61);
-  std::vector<float> expected = cache_k;
-  kv_cache_view<float> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
-  std::vector<std::int64_t> all(std::size_t(num_blocks * block_size));
-  for (std::size_t s = 0; s < all.size(); ++s) all[s] = std::int64_t(s);
+  const std::vector<float> values = random_floats(std::size_t(slots_total * kv_heads * d), 61);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(slots_total)), deltas(all.size());
+  for (std::size_t s = 0; s < all.size(); ++s) {
+    all[s] = std::int64_t(s);
+    deltas[s] = std::int64_t(s) * 1000 - 5000;
+  }
   const std::int64_t delta = -(std::int64_t{1} << 30);
-  shift_cache(rope, cache, all.data(), std::int64_t(all.size()), delta);
-  rope.shift(contiguous_view(expected.data(), num_blocks * block_size, kv_heads, d), delta);
-  CHECK(same_bits(cache_k, expected));
+  for (kernels::isa isa : kernels::available_isas())
+    for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd})
+      for (bool each : {false, true}) {
+        kernels::forced_isa guard(isa);
+        INFO(kernels::isa_name(isa) << (block_layout == kv_layout::nhd ? " nhd" : " hnd") << (each ? " each" : ""));
+        // expected: the keys as a [slots][heads][d] tensor, shifted; the cache holds the same rows.
+        std::vector<C> expected = to_storage<C>(values), cache_k(expected.size());
+        kv_cache_view<C> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
+        cache.layout = block_layout;
+        for (std::int64_t s = 0; s < slots_total; ++s)
+          for (std::int64_t h = 0; h < kv_heads; ++h)
+            std::memcpy(&cache_k[std::size_t(detail::cache_row(cache, s, h))], &expected[std::size_t((s * kv_heads + h) * d)],
+                        sizeof(C) * d);
+        const tensor_view<C> keys = contiguous_view(expected.data(), slots_total, kv_heads, d);
+        if (each) {
+          shift_cache_each(rope, cache, all.data(), slots_total, deltas.data());
+          rope.shift_each(keys, deltas.data());
+        } else {
+          shift_cache(rope, cache, all.data(), slots_total, delta);
+          rope.shift(keys, delta);
+        }
+        for (std::int64_t s = 0; s < slots_total; ++s)
+          for (std::int64_t h = 0; h < kv_heads; ++h)
+            REQUIRE(std::memcmp(&cache_k[std::size_t(detail::cache_row(cache, s, h))],
+                                &expected[std::size_t((s * kv_heads + h) * d)], sizeof(C) * d) == 0);
+      }
+}
+
+TEST_CASE("shift_rows checks its arguments before writing", "[fused][bad-input]") {
+  const rotary_embedding rope(rope_config{64}, plain{});
+  std::vector<float> x = random_floats(2 * 64, 3);
+  float* rows[2] = {x.data(), nullptr};
+  const std::vector<float> before = x;
+  CHECK_THROWS_WITH(rope.shift_rows(rows, 2, 1, 64, 5), contains_text("rows[1]"));
+  CHECK_THROWS_WITH(rope.shift_rows(rows, 1, 2, 32, 5), contains_text("head_stride"));
+  CHECK_THROWS_WITH(rope.shift_rows(rows, 1, 1, 64, std::int64_t{1} << 60), contains_text("delta"));
+  CHECK(x == before);
 }
 
 TEST_CASE("apply_segments gives each request its own scaling, leaves gaps, rejects overlaps", "[fused]") {

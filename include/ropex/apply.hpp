@@ -185,6 +185,24 @@ class rotary_embedding {
     rotate(&x, 1, deltas, 0, 1.0, +1);
   }
 
+  // Context shift of tokens at scattered addresses (the slots of a paged cache): token i's heads
+  // are rows[i] + h * head_stride, h < heads, each head_dim values. Each token moves by deltas[i],
+  // or every one by delta when deltas is null: shift / shift_each's kernels and bits, no copy.
+  template <class T>
+  void shift_rows(T* const* rows, std::int64_t count, std::int64_t heads, std::int64_t head_stride, std::int64_t delta,
+                  const std::int64_t* deltas = nullptr) const {
+    static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
+    detail::require(count >= 0, "count", "must be >= 0");
+    detail::require(heads >= 1, "heads", "must be >= 1");
+    if (heads > 1 && head_stride < config_.head_dim) detail::fail("head_stride", "must be >= head_dim");
+    if (count > 0 && rows == nullptr) detail::fail("rows", "is null with count > 0");
+    for (std::int64_t i = 0; i < count; ++i)
+      if (rows[i] == nullptr) detail::fail("rows[" + std::to_string(i) + "]", "is null");
+    if (deltas != nullptr) check_positions(deltas, count, "deltas");
+    else check_position(delta, "delta");
+    rotate_rows<T>(scattered_rows<T>{rows, heads, head_stride}, count, deltas, delta, 1.0, +1, false);
+  }
+
  private:
   template <class T>
   void check(const tensor_view<T>& v, const char* name) const {
@@ -211,26 +229,64 @@ class rotary_embedding {
                           first, last, half, pairing, prefetch);
   }
 
-  // positions == nullptr means every token uses `constant_position` (shift by one delta).
-  // The kernel family is chosen once here (kernels/dispatch.hpp); cos/sin of a token are formed
-  // once (exact, block_angles.hpp) and used for every head of every view.
+  // Where the rows of token t are: views (each token of each view) or scattered token addresses.
+  template <class T>
+  struct view_rows {
+    tensor_view<T>* views;
+    int count;
+    int size() const { return count; }
+    T* row(int v, std::int64_t t) const { return views[v].data + t * views[v].token_stride; }
+    std::int64_t heads(int v) const { return views[v].heads; }
+    std::int64_t head_stride(int v) const { return views[v].head_stride; }
+  };
+  template <class T>
+  struct scattered_rows {
+    T* const* tokens;
+    std::int64_t n_heads, stride;
+    int size() const { return 1; }
+    T* row(int, std::int64_t t) const { return tokens[t]; }
+    std::int64_t heads(int) const { return n_heads; }
+    std::int64_t head_stride(int) const { return stride; }
+  };
+
   template <class T>
   void rotate(tensor_view<T>* views, int n_views, const std::int64_t* positions, std::int64_t constant_position,
               double magnitude, double sign) const {
+    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
+    rotate_rows<T>(view_rows<T>{views, n_views}, views[0].tokens, positions, constant_position, magnitude, sign,
+                   prefetch);
+  }
+
+  // positions == nullptr means every token uses `constant_position` (shift by one delta): cos/sin
+  // are formed once and reused. Otherwise each token's come from the exact seed of its 16-position
+  // block and the plan's step rows (block_angles.hpp), formed inside the kernel without being
+  // stored. The kernel family is chosen once here (kernels/dispatch.hpp).
+  template <class T, class Rows>
+  void rotate_rows(const Rows& rows, std::int64_t tokens, const std::int64_t* positions,
+                   std::int64_t constant_position, double magnitude, double sign, bool prefetch) const {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
     const int half = pairs();
-    alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
+    if (positions == nullptr && half <= chunk_pairs) {
+      alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
+      detail::block_seed seed;
+      detail::block_cos_sin(kernel, seed, steps_, freqs_.inv_freq.data(), 0, half, constant_position, magnitude, sign,
+                            cos, sin);
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (int v = 0; v < rows.size(); ++v)
+          kernel.rotate_token(rows.row(v, t), rows.heads(v), rows.head_stride(v), cos, sin, 0, half, half,
+                              config_.layout, prefetch);
+      return;
+    }
     detail::block_seed seed;
-    const bool reuse = positions == nullptr && half <= chunk_pairs;
-    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
-    for (std::int64_t t = 0; t < views[0].tokens; ++t) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
       const std::int64_t p = positions ? positions[t] : constant_position;
       for (int first = 0; first < half; first += chunk_pairs) {
         const int last = std::min(half, first + chunk_pairs);
-        if (!(reuse && t > 0))
-          detail::block_cos_sin(kernel, seed, steps_, freqs_.inv_freq.data(), first, last - first, p, magnitude, sign,
-                                cos, sin);
-        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout, prefetch);
+        const int k = seed.reach(kernel.cos_sin_seed, p, freqs_.inv_freq.data() + first, last - first, magnitude, sign);
+        for (int v = 0; v < rows.size(); ++v)
+          kernel.rotate_token_combined(rows.row(v, t), rows.heads(v), rows.head_stride(v), seed.cos, seed.sin,
+                                       steps_.cos_row(k) + first, steps_.sin_row(k) + first, sign, first, last, half,
+                                       config_.layout, prefetch);
       }
     }
   }

@@ -189,11 +189,34 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
 }
 
 namespace detail {
-// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null): decoded into
-// a float scratch, rotated by the float kernel, encoded back. No copy of the cache is made.
+// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null). Float and
+// 16-bit caches are rotated where they are (rotary_embedding::shift_rows); quantized ones are
+// decoded into a float scratch, rotated by the float kernel and encoded back. No copy of the cache.
 template <class C>
-void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
-                       std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
+void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
+                        std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
+  constexpr std::int64_t step = 256;
+  C* rows[step];
+  std::int64_t row_deltas[step];
+  // nhd: a slot's heads are adjacent rows; hnd: block_size rows apart.
+  const std::int64_t head_stride =
+      cache.layout == kv_layout::nhd ? cache.head_dim : cache.block_size * cache.head_dim;
+  std::int64_t i = 0;
+  while (i < count) {
+    std::int64_t n = 0;
+    for (; i < count && n < step; ++i) {
+      if (slots[i] < 0) continue;
+      rows[n] = cache.k + cache_row(cache, slots[i], 0);
+      row_deltas[n] = deltas ? deltas[i] : delta;
+      ++n;
+    }
+    rope.shift_rows(rows, n, cache.kv_heads, head_stride, delta, deltas ? row_deltas : nullptr);
+  }
+}
+
+template <class C>
+void shift_quantized_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
+                           std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
   const int d = cache.head_dim;
   const std::int64_t heads = cache.kv_heads;
   const std::int64_t head_step = std::min<std::int64_t>(heads, fused_scratch_floats / d);
@@ -233,6 +256,12 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
                        cache.k_scale);
     }
   }
+}
+template <class C>
+void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
+                       std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
+  if constexpr (is_storage_type_v<C>) shift_stored_slots(rope, cache, slots, count, delta, deltas);
+  else shift_quantized_slots(rope, cache, slots, count, delta, deltas);
 }
 }  // namespace detail
 

@@ -24,6 +24,14 @@
 #define ROPEX_KERNELS_NEON 0
 #endif
 
+// The kernels' small per-block functions: many instantiations make GCC's inliner give up on them,
+// and a call per block spills the coefficient registers (measured: 0.45 -> 0.30 of the roofline).
+#if defined(__GNUC__) || defined(__clang__)
+#define ROPEX_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ROPEX_ALWAYS_INLINE inline
+#endif
+
 #if ROPEX_KERNELS_X86
 #include <immintrin.h>
 // The feature sets: AVX2 kernels also use FMA and F16C (every AVX2 CPU shipped has both and the

@@ -41,6 +41,38 @@ inline void store_partial(void* p, V v, int n) {
   std::memcpy(p, &v, static_cast<std::size_t>(n) * 2);  // the first n values of v in memory order
 }
 
+// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
+struct f64 {
+  using vec = __m256d;
+  static constexpr int lanes = 4;
+  static __m256i first(int n) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)); }
+  static vec set1(double v) { return _mm256_set1_pd(v); }
+  static vec add(vec a, vec b) { return _mm256_add_pd(a, b); }
+  static vec mul(vec a, vec b) { return _mm256_mul_pd(a, b); }
+  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_pd(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm256_fmsub_pd(a, b, c); }
+  static vec fnma(vec a, vec b, vec c) { return _mm256_fnmadd_pd(a, b, c); }
+  static vec round(vec a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const __m256i n = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(sincos::round_magic)));  // q mod 2^51
+    const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
+    const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(n, one), one));
+    const __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(n, two), 62);
+    const __m256i cos_sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(n, one), two), 62);
+    cos_r = _mm256_xor_pd(_mm256_blendv_pd(c, s, odd), _mm256_castsi256_pd(cos_sign));
+    sin_r = _mm256_xor_pd(_mm256_blendv_pd(s, c, odd), _mm256_castsi256_pd(sin_sign));
+  }
+  static vec load(const double* p) { return _mm256_loadu_pd(p); }
+  static vec load(const double* p, int n) { return _mm256_maskload_pd(p, first(n)); }
+  static void store(double* p, vec v) { _mm256_storeu_pd(p, v); }
+  static void store(double* p, vec v, int n) { _mm256_maskstore_pd(p, first(n), v); }
+  static void store_floats(float* p, vec v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+  static void store_floats(float* p, vec v, int n) {
+    _mm_maskstore_ps(p, _mm256_castsi256_si128(first_lanes(n)), _mm256_cvtpd_ps(v));
+  }
+};
+#include "ropex/kernels/exact_cos_sin.inl"
+
 // ---- float vectors: the ops of rotate_token.inl ----------------------------------------------------
 struct f32 {
   using vec = __m256;
@@ -90,6 +122,10 @@ struct f32 {
 
   static vec coefficients(const float* p, int n) { return n >= lanes ? load(p) : load(p, n); }
 
+  static vec from_doubles(f64::vec lo, f64::vec hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)), _mm256_cvtpd_ps(hi), 1);
+  }
+
   static void rotate(vec& a, vec& b, vec c, vec s) {
     const vec a2 = _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s));
     b = _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s));
@@ -101,9 +137,8 @@ struct f32 {
   static constexpr bool pairs_side_by_side = true;
   static constexpr int pair_lanes = 4;
   using pair_coefficient = vec;
-  static pair_coefficient pair_coefficients(const float* p, int n) {
-    const __m128 four = n >= 4 ? _mm_loadu_ps(p) : _mm_maskload_ps(p, _mm256_castsi256_si128(first_lanes(n)));
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(four), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+  static pair_coefficient pair_spread(vec v) {
+    return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
   }
   static void rotate_pairs(vec& v, pair_coefficient c, pair_coefficient s) {
     v = _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), s));
@@ -153,38 +188,6 @@ struct f32 {
 };
 
 #include "ropex/kernels/rotate_token.inl"
-
-// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
-struct f64 {
-  using vec = __m256d;
-  static constexpr int lanes = 4;
-  static __m256i first(int n) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)); }
-  static vec set1(double v) { return _mm256_set1_pd(v); }
-  static vec add(vec a, vec b) { return _mm256_add_pd(a, b); }
-  static vec mul(vec a, vec b) { return _mm256_mul_pd(a, b); }
-  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_pd(a, b, c); }
-  static vec fms(vec a, vec b, vec c) { return _mm256_fmsub_pd(a, b, c); }
-  static vec fnma(vec a, vec b, vec c) { return _mm256_fnmadd_pd(a, b, c); }
-  static vec round(vec a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
-    const __m256i n = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(sincos::round_magic)));  // q mod 2^51
-    const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
-    const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(n, one), one));
-    const __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(n, two), 62);
-    const __m256i cos_sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(n, one), two), 62);
-    cos_r = _mm256_xor_pd(_mm256_blendv_pd(c, s, odd), _mm256_castsi256_pd(cos_sign));
-    sin_r = _mm256_xor_pd(_mm256_blendv_pd(s, c, odd), _mm256_castsi256_pd(sin_sign));
-  }
-  static vec load(const double* p) { return _mm256_loadu_pd(p); }
-  static vec load(const double* p, int n) { return _mm256_maskload_pd(p, first(n)); }
-  static void store(double* p, vec v) { _mm256_storeu_pd(p, v); }
-  static void store(double* p, vec v, int n) { _mm256_maskstore_pd(p, first(n), v); }
-  static void store_floats(float* p, vec v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
-  static void store_floats(float* p, vec v, int n) {
-    _mm_maskstore_ps(p, _mm256_castsi256_si128(first_lanes(n)), _mm256_cvtpd_ps(v));
-  }
-};
-#include "ropex/kernels/exact_cos_sin.inl"
 
 }  // namespace ropex::kernels::avx2
 ROPEX_END_TARGET

@@ -28,6 +28,37 @@ ROPEX_BEGIN_TARGET_AVX512
 #endif
 namespace ropex::kernels::avx512 {
 
+// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
+struct f64 {
+  using vec = __m512d;
+  static constexpr int lanes = 8;
+  static __mmask8 first(int n) { return static_cast<__mmask8>((1u << n) - 1u); }
+  static vec set1(double v) { return _mm512_set1_pd(v); }
+  static vec add(vec a, vec b) { return _mm512_add_pd(a, b); }
+  static vec mul(vec a, vec b) { return _mm512_mul_pd(a, b); }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_pd(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm512_fmsub_pd(a, b, c); }
+  static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_pd(a, b, c); }
+  static vec round(vec a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const __m512i n = _mm512_castpd_si512(_mm512_add_pd(q, _mm512_set1_pd(sincos::round_magic)));  // q mod 2^51
+    const __mmask8 odd = _mm512_test_epi64_mask(n, _mm512_set1_epi64(1));
+    const __m512i two = _mm512_set1_epi64(2);
+    const __m512i sin_sign = _mm512_slli_epi64(_mm512_and_si512(n, two), 62);
+    const __m512i cos_sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_add_epi64(n, _mm512_set1_epi64(1)), two), 62);
+    cos_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, c, s)), cos_sign));
+    sin_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, s, c)), sin_sign));
+  }
+  static vec load(const double* p) { return _mm512_loadu_pd(p); }
+  static vec load(const double* p, int n) { return _mm512_maskz_loadu_pd(first(n), p); }
+  static void store(double* p, vec v) { _mm512_storeu_pd(p, v); }
+  static void store(double* p, vec v, int n) { _mm512_mask_storeu_pd(p, first(n), v); }
+  // 256-bit float stores: the rotation reads them back in 256-bit pieces (f32::coefficients).
+  static void store_floats(float* p, vec v) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
+  static void store_floats(float* p, vec v, int n) { _mm256_mask_storeu_ps(p, first(n), _mm512_cvtpd_ps(v)); }
+};
+#include "ropex/kernels/exact_cos_sin.inl"
+
 // ---- float vectors: the ops of rotate_token.inl ----------------------------------------------------
 struct f32 {
   using vec = __m512;
@@ -85,6 +116,10 @@ struct f32 {
     return n > 8 ? _mm512_insertf32x8(lo, load8(p + 8, n - 8), 1) : _mm512_insertf32x8(lo, _mm256_setzero_ps(), 1);
   }
 
+  static vec from_doubles(f64::vec lo, f64::vec hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+  }
+
   static void rotate(vec& a, vec& b, vec c, vec s) {
     const vec a2 = _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s));
     b = _mm512_fmadd_ps(b, c, _mm512_mul_ps(a, s));
@@ -97,9 +132,8 @@ struct f32 {
   static constexpr bool pairs_side_by_side = true;
   static constexpr int pair_lanes = 8;
   using pair_coefficient = vec;
-  static pair_coefficient pair_coefficients(const float* p, int n) {
-    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    return _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(load8(p, n)));
+  static pair_coefficient pair_spread(vec v) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), v);
   }
   static void rotate_pairs(vec& v, pair_coefficient c, pair_coefficient s) {
     v = _mm512_fmaddsub_ps(v, c, _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), s));
@@ -150,37 +184,6 @@ struct f32 {
 
 #include "ropex/kernels/rotate_token.inl"
 
-// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
-struct f64 {
-  using vec = __m512d;
-  static constexpr int lanes = 8;
-  static __mmask8 first(int n) { return static_cast<__mmask8>((1u << n) - 1u); }
-  static vec set1(double v) { return _mm512_set1_pd(v); }
-  static vec add(vec a, vec b) { return _mm512_add_pd(a, b); }
-  static vec mul(vec a, vec b) { return _mm512_mul_pd(a, b); }
-  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_pd(a, b, c); }
-  static vec fms(vec a, vec b, vec c) { return _mm512_fmsub_pd(a, b, c); }
-  static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_pd(a, b, c); }
-  static vec round(vec a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
-    const __m512i n = _mm512_castpd_si512(_mm512_add_pd(q, _mm512_set1_pd(sincos::round_magic)));  // q mod 2^51
-    const __mmask8 odd = _mm512_test_epi64_mask(n, _mm512_set1_epi64(1));
-    const __m512i two = _mm512_set1_epi64(2);
-    const __m512i sin_sign = _mm512_slli_epi64(_mm512_and_si512(n, two), 62);
-    const __m512i cos_sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_add_epi64(n, _mm512_set1_epi64(1)), two), 62);
-    cos_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, c, s)), cos_sign));
-    sin_r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_mask_blend_pd(odd, s, c)), sin_sign));
-  }
-  static vec load(const double* p) { return _mm512_loadu_pd(p); }
-  static vec load(const double* p, int n) { return _mm512_maskz_loadu_pd(first(n), p); }
-  static void store(double* p, vec v) { _mm512_storeu_pd(p, v); }
-  static void store(double* p, vec v, int n) { _mm512_mask_storeu_pd(p, first(n), v); }
-  // 256-bit float stores: the rotation reads them back in 256-bit pieces (f32::coefficients).
-  static void store_floats(float* p, vec v) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
-  static void store_floats(float* p, vec v, int n) { _mm256_mask_storeu_ps(p, first(n), _mm512_cvtpd_ps(v)); }
-};
-#include "ropex/kernels/exact_cos_sin.inl"
-
 }  // namespace ropex::kernels::avx512
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -201,6 +204,9 @@ ROPEX_BEGIN_TARGET_AVX512_BF16
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 namespace ropex::kernels::avx512_bf16 {
+
+using avx512::combine_lanes;
+using avx512::f64;
 
 // avx512's ops with the bfloat16 merge replaced.
 struct f32 : avx512::f32 {

@@ -68,6 +68,13 @@ inline void cos_sin_seed(std::int64_t position, const double* inv_freq, int n, d
   }
 }
 
+// The seed (c0, s0) turned by the step (ck, sk = sign * step sin) by angle addition, lane-wise:
+// cos_sin_combine's operations before the rounding to float.
+ROPEX_ALWAYS_INLINE void combine_lanes(f64::vec c0, f64::vec s0, f64::vec ck, f64::vec sk, f64::vec& cos_r, f64::vec& sin_r) {
+  cos_r = f64::fms(c0, ck, f64::mul(s0, sk));
+  sin_r = f64::fma(s0, ck, f64::mul(c0, sk));
+}
+
 // Same contract as scalar::cos_sin_combine: the same operations in the same order, so the floats
 // equal the scalar ones for equal seeds.
 inline void cos_sin_combine(const double* seed_cos, const double* seed_sin, const double* step_cos,
@@ -78,14 +85,18 @@ inline void cos_sin_combine(const double* seed_cos, const double* seed_sin, cons
   for (; i + V::lanes <= n; i += V::lanes) {
     const V::vec c0 = V::load(seed_cos + i), s0 = V::load(seed_sin + i);
     const V::vec ck = V::load(step_cos + i), sk = V::mul(sg, V::load(step_sin + i));
-    V::store_floats(cos_out + i, V::fms(c0, ck, V::mul(s0, sk)));
-    V::store_floats(sin_out + i, V::fma(s0, ck, V::mul(c0, sk)));
+    V::vec c, s;
+    combine_lanes(c0, s0, ck, sk, c, s);
+    V::store_floats(cos_out + i, c);
+    V::store_floats(sin_out + i, s);
   }
   if (i < n) {
     const int left = n - i;
     const V::vec c0 = V::load(seed_cos + i, left), s0 = V::load(seed_sin + i, left);
     const V::vec ck = V::load(step_cos + i, left), sk = V::mul(sg, V::load(step_sin + i, left));
-    V::store_floats(cos_out + i, V::fms(c0, ck, V::mul(s0, sk)), left);
-    V::store_floats(sin_out + i, V::fma(s0, ck, V::mul(c0, sk)), left);
+    V::vec c, s;
+    combine_lanes(c0, s0, ck, sk, c, s);
+    V::store_floats(cos_out + i, c, left);
+    V::store_floats(sin_out + i, s, left);
   }
 }

@@ -73,6 +73,35 @@ inline void store(T* p, float32x4_t v, int k) {
   std::memcpy(p, image, static_cast<std::size_t>(k) * sizeof(T));
 }
 
+// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
+struct f64 {
+  using vec = float64x2_t;
+  static constexpr int lanes = 2;
+  static vec set1(double v) { return vdupq_n_f64(v); }
+  static vec add(vec a, vec b) { return vaddq_f64(a, b); }
+  static vec mul(vec a, vec b) { return vmulq_f64(a, b); }
+  static vec fma(vec a, vec b, vec c) { return vfmaq_f64(c, a, b); }
+  static vec fms(vec a, vec b, vec c) { return vfmaq_f64(vnegq_f64(c), a, b); }
+  static vec fnma(vec a, vec b, vec c) { return vfmsq_f64(c, a, b); }
+  static vec round(vec a) { return vrndnq_f64(a); }
+  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
+    const uint64x2_t n = vreinterpretq_u64_s64(vcvtq_s64_f64(q));  // q is an integer: exact
+    const uint64x2_t one = vdupq_n_u64(1), two = vdupq_n_u64(2);
+    const uint64x2_t odd = vtstq_u64(n, one);
+    const uint64x2_t sin_sign = vshlq_n_u64(vandq_u64(n, two), 62);
+    const uint64x2_t cos_sign = vshlq_n_u64(vandq_u64(vaddq_u64(n, one), two), 62);
+    cos_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, s, c)), cos_sign));
+    sin_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, c, s)), sin_sign));
+  }
+  static vec load(const double* p) { return vld1q_f64(p); }
+  static vec load(const double* p, int) { return vsetq_lane_f64(p[0], vdupq_n_f64(0.0), 0); }  // n == 1
+  static void store(double* p, vec v) { vst1q_f64(p, v); }
+  static void store(double* p, vec v, int) { vst1q_lane_f64(p, v, 0); }
+  static void store_floats(float* p, vec v) { vst1_f32(p, vcvt_f32_f64(v)); }
+  static void store_floats(float* p, vec v, int) { vst1_lane_f32(p, vcvt_f32_f64(v), 0); }
+};
+#include "ropex/kernels/exact_cos_sin.inl"
+
 // ---- float vectors: the ops of rotate_token.inl ----------------------------------------------------
 struct f32 {
   using vec = float32x4_t;
@@ -89,6 +118,8 @@ struct f32 {
   template <class T>
   static void store(T* p, vec v, int n) { neon::store(p, v, n); }
   static vec coefficients(const float* p, int n) { return n >= lanes ? vld1q_f32(p) : neon::load(p, n); }
+
+  static vec from_doubles(f64::vec lo, f64::vec hi) { return vcvt_high_f32_f64(vcvt_f32_f64(lo), hi); }
 
   static void rotate(vec& a, vec& b, vec c, vec s) {
     const vec a2 = vfmsq_f32(vmulq_f32(a, c), b, s);  // a c - b s
@@ -118,7 +149,7 @@ struct f32 {
     store2(image, v);
     std::memcpy(p, image, static_cast<std::size_t>(2 * n) * sizeof(T));
   }
-  static pair_coefficient pair_coefficients(const float* p, int n) { return coefficients(p, n); }
+  static pair_coefficient pair_spread(vec v) { return v; }
   static void rotate_pairs(pairs& v, pair_coefficient c, pair_coefficient s) { rotate(v.val[0], v.val[1], c, s); }
 
   static constexpr bool bf16_by_parity = false;  // untried: widening is cheap on NEON (vshll)
@@ -127,35 +158,6 @@ struct f32 {
 };
 
 #include "ropex/kernels/rotate_token.inl"
-
-// ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
-struct f64 {
-  using vec = float64x2_t;
-  static constexpr int lanes = 2;
-  static vec set1(double v) { return vdupq_n_f64(v); }
-  static vec add(vec a, vec b) { return vaddq_f64(a, b); }
-  static vec mul(vec a, vec b) { return vmulq_f64(a, b); }
-  static vec fma(vec a, vec b, vec c) { return vfmaq_f64(c, a, b); }
-  static vec fms(vec a, vec b, vec c) { return vfmaq_f64(vnegq_f64(c), a, b); }
-  static vec fnma(vec a, vec b, vec c) { return vfmsq_f64(c, a, b); }
-  static vec round(vec a) { return vrndnq_f64(a); }
-  static void quadrant(vec q, vec c, vec s, vec& cos_r, vec& sin_r) {
-    const uint64x2_t n = vreinterpretq_u64_s64(vcvtq_s64_f64(q));  // q is an integer: exact
-    const uint64x2_t one = vdupq_n_u64(1), two = vdupq_n_u64(2);
-    const uint64x2_t odd = vtstq_u64(n, one);
-    const uint64x2_t sin_sign = vshlq_n_u64(vandq_u64(n, two), 62);
-    const uint64x2_t cos_sign = vshlq_n_u64(vandq_u64(vaddq_u64(n, one), two), 62);
-    cos_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, s, c)), cos_sign));
-    sin_r = vreinterpretq_f64_u64(veorq_u64(vreinterpretq_u64_f64(vbslq_f64(odd, c, s)), sin_sign));
-  }
-  static vec load(const double* p) { return vld1q_f64(p); }
-  static vec load(const double* p, int) { return vsetq_lane_f64(p[0], vdupq_n_f64(0.0), 0); }  // n == 1
-  static void store(double* p, vec v) { vst1q_f64(p, v); }
-  static void store(double* p, vec v, int) { vst1q_lane_f64(p, v, 0); }
-  static void store_floats(float* p, vec v) { vst1_f32(p, vcvt_f32_f64(v)); }
-  static void store_floats(float* p, vec v, int) { vst1_lane_f32(p, vcvt_f32_f64(v), 0); }
-};
-#include "ropex/kernels/exact_cos_sin.inl"
 
 }  // namespace ropex::kernels::neon
 #endif

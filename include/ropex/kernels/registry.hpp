@@ -46,6 +46,8 @@ template <class T>
 struct kernel_set {
   isa family;
   void (*rotate_token)(T*, std::int64_t, std::int64_t, const float*, const float*, int, int, int, layout, bool);
+  void (*rotate_token_combined)(T*, std::int64_t, std::int64_t, const double*, const double*, const double*,
+                                const double*, double, int, int, int, layout, bool);
   void (*cos_sin_seed)(std::int64_t, const double*, int, double, double, double*, double*);
   void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
@@ -115,7 +117,7 @@ inline bool has_avx512_bf16() {
 namespace detail {
 // The kernel sets of the namespace that holds one family's kernels.
 #define ROPEX_KERNEL_SET(family, ns, T) \
-  kernel_set<T> { family, &ns::rotate_token<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
+  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_token_combined<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
 #define ROPEX_KERNEL_SETS(family, ns) \
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16) }
 
@@ -132,7 +134,10 @@ inline const kernel_sets& avx512_kernels() {
   // The bfloat16 rotation has a variant for CPUs with AVX512_BF16.
   static const kernel_sets sets = [] {
     kernel_sets s = ROPEX_KERNEL_SETS(isa::avx512, avx512);
-    if (has_avx512_bf16()) s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
+    if (has_avx512_bf16()) {
+      s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
+      s.bf16.rotate_token_combined = &avx512_bf16::rotate_token_combined<bfloat16>;
+    }
     return s;
   }();
   return sets;

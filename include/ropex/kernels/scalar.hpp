@@ -12,6 +12,18 @@
 
 namespace ropex::kernels::scalar {
 
+// A product rounded to float before it is added: without this, compilers for targets with FMA in
+// the baseline (aarch64) may fuse one product into the sum, and which one depends on the code
+// around an inlined copy, so the reference's bits would change with the caller.
+inline float rounded(float v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
+
 // Rotates pairs [first, last) of every head of one token, in place:
 //   a' = a cos - b sin,  b' = b cos + a sin      (cos/sin already carry the attention factor)
 // `cos`/`sin` are indexed from `first`. `half` = rotary_dim/2 is the partner offset of the half
@@ -29,8 +41,8 @@ void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const 
     for (int i = first; i < last; ++i) {
       const float c = cos[i - first], s = sin[i - first];
       const float xa = detail::load(a[i * stride]), xb = detail::load(b[i * stride]);
-      a[i * stride] = detail::store<T>(xa * c - xb * s);
-      b[i * stride] = detail::store<T>(xb * c + xa * s);
+      a[i * stride] = detail::store<T>(rounded(xa * c) - rounded(xb * s));
+      b[i * stride] = detail::store<T>(rounded(xb * c) + rounded(xa * s));
     }
   }
 }
@@ -57,6 +69,18 @@ inline void cos_sin_combine(const double* seed_cos, const double* seed_sin, cons
     cos_out[i] = static_cast<float>(std::fma(seed_cos[i], step_cos[i], -(seed_sin[i] * sk)));
     sin_out[i] = static_cast<float>(std::fma(seed_sin[i], step_cos[i], seed_cos[i] * sk));
   }
+}
+
+// rotate_token with cos/sin formed from the exact seed of the token's block and the step rows by
+// cos_sin_combine (the SIMD kernels form them in registers, never storing them): the same bits as
+// cos_sin_combine followed by rotate_token. n = last - first <= 128.
+template <class T>
+void rotate_token_combined(T* token, std::int64_t heads, std::int64_t head_stride, const double* seed_cos,
+                           const double* seed_sin, const double* step_cos, const double* step_sin, double sign,
+                           int first, int last, int half, layout pairing, bool prefetch) {
+  float cos[128], sin[128];
+  cos_sin_combine(seed_cos, seed_sin, step_cos, step_sin, last - first, sign, cos, sin);
+  rotate_token(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch);
 }
 
 // Storage conversions of n values (round to nearest even, NaN stays NaN; types.hpp).
