@@ -350,6 +350,52 @@ TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of 
       }
 }
 
+TEST_CASE("int8 caches shift as codes on every family: nearest code of the exact rotation, saturated", "[fused]") {
+  // The scale cancels in a shift, so codes are rotated as numbers: each result is the exact rotated
+  // code rounded to nearest (a tie may go either way after the float rotation's few ulps), and
+  // codes whose exact rotation reaches +-127.5 or beyond saturate to +-127.
+  const int d = 64;
+  const std::int64_t kv_heads = 3, block_size = 4, num_blocks = 5, slots_total = block_size * num_blocks;
+  std::vector<std::int8_t> codes(std::size_t(slots_total * kv_heads * d));
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<std::int8_t>(i % 7 == 0 ? (i % 2 ? 127 : -127) : int((i * 37) % 255) - 127);
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(slots_total)), deltas(slots.size());
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    slots[s] = std::int64_t(s);
+    deltas[s] = std::int64_t(s) * 977 - 9000;
+  }
+  for (layout pairing : {layout::half, layout::interleaved}) {
+    const rotary_embedding rope(rope_config{d, 0, 1e4, pairing}, yarn{4.0, 2048});
+    const auto inv = rope.freqs().inv_freq;
+    for (kernels::isa isa : kernels::available_isas())
+      for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd}) {
+        kernels::forced_isa guard(isa);
+        INFO(kernels::isa_name(isa) << (pairing == layout::half ? " half" : " interleaved")
+                                    << (block_layout == kv_layout::nhd ? " nhd" : " hnd"));
+        std::vector<std::int8_t> cache_k = codes;
+        kv_cache_view<std::int8_t> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
+        cache.layout = block_layout;
+        cache.k_scale = 0.02f;
+        shift_cache_each(rope, cache, slots.data(), slots_total, deltas.data());
+        for (std::int64_t s = 0; s < slots_total; ++s)
+          for (std::int64_t h = 0; h < kv_heads; ++h) {
+            const std::int64_t row = detail::cache_row(cache, s, h);
+            for (int i = 0; i < d / 2; ++i) {
+              const std::int64_t ia = pairing == layout::half ? i : 2 * i, ib = pairing == layout::half ? i + d / 2 : 2 * i + 1;
+              const long double theta = static_cast<long double>(deltas[std::size_t(s)]) * inv[std::size_t(i)];
+              const long double a = codes[std::size_t(row + ia)], b = codes[std::size_t(row + ib)];
+              const long double want_a = a * std::cos(theta) - b * std::sin(theta);
+              const long double want_b = b * std::cos(theta) + a * std::sin(theta);
+              for (auto [got, want] : {std::pair{cache_k[std::size_t(row + ia)], want_a}, std::pair{cache_k[std::size_t(row + ib)], want_b}}) {
+                const long double clamped = std::max(-127.0L, std::min(127.0L, want));
+                REQUIRE(std::fabs(static_cast<long double>(got) - clamped) <= 0.5L + 1e-4L);
+              }
+            }
+          }
+      }
+  }
+}
+
 TEST_CASE("shift_rows checks its arguments before writing", "[fused][bad-input]") {
   const rotary_embedding rope(rope_config{64}, plain{});
   std::vector<float> x = random_floats(2 * 64, 3);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "ropex/angles.hpp"
 #include "ropex/axes.hpp"
@@ -188,10 +189,13 @@ class rotary_embedding {
   // Context shift of tokens at scattered addresses (the slots of a paged cache): token i's heads
   // are rows[i] + h * head_stride, h < heads, each head_dim values. Each token moves by deltas[i],
   // or every one by delta when deltas is null: shift / shift_each's kernels and bits, no copy.
+  // T may also be std::int8_t: codes rotated as numbers, then rounded half to even and saturated
+  // to +-127 (a quantized cache's scale cancels in a shift).
   template <class T>
   void shift_rows(T* const* rows, std::int64_t count, std::int64_t heads, std::int64_t head_stride, std::int64_t delta,
                   const std::int64_t* deltas = nullptr) const {
-    static_assert(is_storage_type_v<T>, "ropex stores float, ropex::float16 or ropex::bfloat16");
+    static_assert(is_storage_type_v<T> || std::is_same_v<T, std::int8_t>,
+                  "shift_rows rotates float, ropex::float16, ropex::bfloat16 or int8 codes");
     detail::require(count >= 0, "count", "must be >= 0");
     detail::require(heads >= 1, "heads", "must be >= 1");
     if (heads > 1 && head_stride < config_.head_dim) detail::fail("head_stride", "must be >= head_dim");

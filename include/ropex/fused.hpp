@@ -189,9 +189,10 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
 }
 
 namespace detail {
-// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null). Float and
-// 16-bit caches are rotated where they are (rotary_embedding::shift_rows); quantized ones are
-// decoded into a float scratch, rotated by the float kernel and encoded back. No copy of the cache.
+// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null). Float, 16-bit
+// and int8 caches are rotated where they are (rotary_embedding::shift_rows; int8 codes as numbers,
+// the scale cancels); FP8 ones are decoded into a float scratch, rotated by the float kernel and
+// encoded back. No copy of the cache.
 template <class C>
 void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                         std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
@@ -260,7 +261,8 @@ void shift_quantized_slots(const rotary_embedding& rope, const kv_cache_view<C>&
 template <class C>
 void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                        std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
-  if constexpr (is_storage_type_v<C>) shift_stored_slots(rope, cache, slots, count, delta, deltas);
+  if constexpr (is_storage_type_v<C> || std::is_same_v<C, std::int8_t>)
+    shift_stored_slots(rope, cache, slots, count, delta, deltas);
   else shift_quantized_slots(rope, cache, slots, count, delta, deltas);
 }
 }  // namespace detail

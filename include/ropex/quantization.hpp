@@ -74,6 +74,13 @@ inline std::int8_t float_to_int8(float quotient) {
   return static_cast<std::int8_t>(rounded);
 }
 
+// int8 codes rotated as numbers (the cache's scale cancels in a context shift): the kernels load a
+// code as its float value and store through float_to_int8.
+template <>
+inline std::int8_t store<std::int8_t>(float f) {
+  return float_to_int8(f);
+}
+
 // Store a float into a cache element of type C with the cache's scale (1 for unquantized C).
 template <class C>
 inline C encode(float value, float scale) {

@@ -41,6 +41,13 @@ inline void store_partial(void* p, V v, int n) {
   std::memcpy(p, &v, static_cast<std::size_t>(n) * 2);  // the first n values of v in memory order
 }
 
+// The first n bytes through a stack image (int8 tails).
+inline __m128i load_bytes_partial(const void* p, int n) {
+  alignas(16) std::uint8_t image[16] = {};
+  std::memcpy(image, p, static_cast<std::size_t>(n));
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(image));
+}
+
 // ---- double vectors: the ops of exact_cos_sin.inl ---------------------------------------------
 struct f64 {
   using vec = __m256d;
@@ -119,6 +126,25 @@ struct f32 {
   static vec load(const bfloat16* p, int n) { return bf16_widen(load_bits8(p, n)); }
   static void store(bfloat16* p, vec v) { store_bits8(p, bf16_round(v)); }
   static void store(bfloat16* p, vec v, int n) { store_bits8(p, bf16_round(v), n); }
+  // int8 codes (a quantized cache's shift): exact widening; back by round half to even (vcvtps2dq
+  // in the default rounding mode) after clamping to +-127, as float_to_int8.
+  static vec load(const std::int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static vec load(const std::int8_t* p, int n) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load_bytes_partial(p, n)));
+  }
+  static __m128i int8_codes(vec v) {  // 8 codes in the low 8 bytes
+    const vec limit = _mm256_set1_ps(127.0f);
+    const __m256i words = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(v, limit), _mm256_sub_ps(zero(), limit)));
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    return _mm_packs_epi16(w16, w16);
+  }
+  static void store(std::int8_t* p, vec v) { _mm_storel_epi64(reinterpret_cast<__m128i*>(p), int8_codes(v)); }
+  static void store(std::int8_t* p, vec v, int n) {
+    const __m128i codes = int8_codes(v);
+    std::memcpy(p, &codes, static_cast<std::size_t>(n));
+  }
 
   static vec coefficients(const float* p, int n) { return n >= lanes ? load(p) : load(p, n); }
 

@@ -103,6 +103,23 @@ struct f32 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bf16_round(v)));
   }
   static void store(bfloat16* p, vec v, int n) { _mm512_mask_cvtepi32_storeu_epi16(p, first(n), bf16_round(v)); }
+  // int8 codes (a quantized cache's shift): exact widening; back by round half to even (vcvtps2dq
+  // in the default rounding mode) after clamping to +-127, as float_to_int8. The narrowing stays
+  // in a register (vpmovdb to memory is the slow form).
+  static vec load(const std::int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static vec load(const std::int8_t* p, int n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(first(n), p)));
+  }
+  static __m128i int8_codes(vec v) {
+    const vec limit = _mm512_set1_ps(127.0f);
+    __m128i codes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(_mm512_min_ps(v, limit), -limit)));
+    __asm__("" : "+x"(codes));
+    return codes;
+  }
+  static void store(std::int8_t* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), int8_codes(v)); }
+  static void store(std::int8_t* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), int8_codes(v)); }
 
   // The on-the-fly cos/sin were just written by cos_sin_combine in 256-bit stores; a 512-bit load
   // spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind

@@ -59,6 +59,7 @@ struct kernel_sets {
   kernel_set<float> f32;
   kernel_set<float16> f16;
   kernel_set<bfloat16> bf16;
+  kernel_set<std::int8_t> i8;  // int8 codes rotated as numbers (quantized cache shift)
 };
 
 namespace detail {
@@ -119,7 +120,8 @@ namespace detail {
 #define ROPEX_KERNEL_SET(family, ns, T) \
   kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_token_combined<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
 #define ROPEX_KERNEL_SETS(family, ns) \
-  { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16) }
+  { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
+    ROPEX_KERNEL_SET(family, ns, std::int8_t) }
 
 inline const kernel_sets& scalar_kernels() {
   static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::scalar, scalar);
@@ -215,6 +217,7 @@ const kernel_set<T>& kernels_for(isa i) {
   const kernel_sets& sets = r.kernels != nullptr ? r.kernels() : detail::scalar_kernels();
   if constexpr (std::is_same_v<T, float>) return sets.f32;
   else if constexpr (std::is_same_v<T, float16>) return sets.f16;
+  else if constexpr (std::is_same_v<T, std::int8_t>) return sets.i8;
   else return sets.bf16;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 namespace ropex::kernels::scalar {
