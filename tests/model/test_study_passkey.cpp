@@ -1,4 +1,5 @@
-// The passkey helpers of `ropex-study --model` (tools/ropex-study/model_study.hpp).
+// The helpers of `ropex-study --model` (tools/ropex-study/model_study.hpp): passkey prompts and
+// perplexity windows.
 #include "catch.hpp"
 
 #include <random>
@@ -37,4 +38,13 @@ TEST_CASE("key_answered: the key first, after at most one space", "[study]") {
   CHECK_FALSE(key_answered("4821", "48213"));
   CHECK_FALSE(key_answered("  48213", "48213"));
   CHECK_FALSE(key_answered("", "48213"));
+}
+
+TEST_CASE("perplexity_windows: every length scores the same span", "[study]") {
+  CHECK(perplexity_windows(16000, 2048, 128) == 16);  // 16 x 128 = the 2048 tokens the longest scores
+  CHECK(perplexity_windows(16000, 2048, 2048) == 1);
+  CHECK(perplexity_windows(1000, 2048, 128) == 7);    // a short text: its whole length
+  CHECK(perplexity_windows(1000, 2048, 1000) == 1);
+  CHECK(perplexity_windows(1000, 2048, 2048) == 0);   // does not fit: no window
+  CHECK(perplexity_windows(1000, 2048, 1) == 0);      // one token predicts nothing
 }

@@ -156,6 +156,13 @@ inline bool key_answered(const std::string& answer, const std::string& key) {
   return at == 0 || (at == 1 && answer[0] == ' ');
 }
 
+// How many consecutive windows of `length` tokens the perplexity of that length averages over:
+// they cover the first min(stream, longest) tokens, the same tokens for every length.
+inline std::int64_t perplexity_windows(std::int64_t stream, std::int64_t longest, std::int64_t length) {
+  if (length < 2 || length > stream) return 0;
+  return std::max<std::int64_t>(1, std::min(stream, longest) / length);
+}
+
 // Mean negative log-likelihood (nats) of tokens[1..] given their prefixes, from all-row logits.
 inline double mean_nll(const ropex::row_matrix_f& logits, const std::vector<std::int64_t>& tokens) {
   double total = 0;
@@ -237,17 +244,29 @@ inline int run_model_studies(const model_options& o) {
         std::printf("%16s", "(short text)");
         continue;
       }
-      const std::vector<std::int64_t> tokens(stream.begin(), stream.begin() + length);
-      ropex::kv_cache cache(c);
       ropex::forward_options fo = base;
       fo.policy = make_model_policy(name, c, pretrained, length);
       fo.layer_entropy = true;
-      const auto r = forward.run(tokens, cache, fo);
-      const double ppl = std::exp(mean_nll(r.logits, tokens));
+      // Every length scores the same tokens (the first min(text, longest) of the stream) in
+      // consecutive windows of `length`: otherwise the short contexts score only the text's
+      // opening, and content, not context, would move the curve.
+      const std::int64_t windows = perplexity_windows(static_cast<std::int64_t>(stream.size()), longest, length);
+      double nll = 0, scored = 0;
+      std::vector<double> entropy(static_cast<std::size_t>(c.layers), 0.0);
+      for (std::int64_t w = 0; w < windows; ++w) {
+        const std::vector<std::int64_t> tokens(stream.begin() + w * length, stream.begin() + (w + 1) * length);
+        ropex::kv_cache cache(c);
+        const auto r = forward.run(tokens, cache, fo);
+        nll += mean_nll(r.logits, tokens) * static_cast<double>(length - 1);
+        scored += static_cast<double>(length - 1);
+        for (std::size_t l = 0; l < r.layer_entropy.size() && l < entropy.size(); ++l)
+          entropy[l] += r.layer_entropy[l] / static_cast<double>(windows);
+      }
+      const double ppl = std::exp(nll / scored);
       double mean_entropy = 0;
-      for (std::size_t l = 0; l < r.layer_entropy.size(); ++l) {
-        ent_csv << name << ',' << length << ',' << l << ',' << r.layer_entropy[l] << '\n';
-        mean_entropy += r.layer_entropy[l] / static_cast<double>(r.layer_entropy.size());
+      for (std::size_t l = 0; l < entropy.size(); ++l) {
+        ent_csv << name << ',' << length << ',' << l << ',' << entropy[l] << '\n';
+        mean_entropy += entropy[l] / static_cast<double>(entropy.size());
       }
       ppl_csv << name << ',' << length << ',' << f << ',' << ppl << '\n';
       ps.x.push_back(static_cast<double>(length)), ps.y.push_back(ppl);
