@@ -22,8 +22,8 @@ The context length follows a curriculum (short to long), e.g. --curriculum 64:15
 What makes retrieval learnable in minutes on a CPU (measured): half the sequences are copy
 examples and the first stage is 64 bytes long, so a large share of every batch rewards induction;
 the phase change (loss on the copied bytes falling from ~3.3 to ~0.3 nats within ~100 steps) came
-after ~550 steps of 32 x 64. With 30% copy, 40% passkey and 128 bytes from the start, 950 steps
-showed no retrieval at all. One thread: on a shared 2-core machine OpenBLAS's two spinning
+after ~550 steps of 32 x 64. With 30% copy and 40% passkey (600 steps at 64 bytes, then 128),
+950 steps showed no retrieval at all. One thread: on a shared 2-core machine OpenBLAS's two spinning
 threads were 3-10x slower than one.
 
 Run with Debian's Python (python3-torch); setup and timing notes are in scripts/train-tiny-model.
