@@ -7,15 +7,24 @@ The model is HF LlamaForCausalLM in every tensor name and formula (RMSNorm, rota
 SwiGLU, GQA, optionally tied embeddings), so ropex's loader, transformers and llama.cpp's converter
 read it alike. Tasks, mixed per batch:
   lm       next-byte prediction on real text from a Debian package (default: the licence texts of
-           base-files, /usr/share/common-licenses);
-  copy     induction warm-up: a random 8-24 character string placed in the text and repeated
-           later; the loss on the repeat (x --answer-weight) rewards copying what followed an
-           earlier match, the mechanism passkey retrieval needs (Olsson et al. 2022);
-  passkey  the same text as haystack with " The pass key is NNNNN. Remember it. " at a random
-           depth and " What is the pass key? The pass key is NNNNN." at the end; the loss covers
-           the whole sequence, with --answer-weight extra weight on the key's digits.
-The context length follows a curriculum (short to long), e.g. --curriculum 64:400,128:800,256:2000
+           base-files, /usr/share/common-licenses; the last tenth, MPL-1.1's end and MPL-2.0, is
+           held out for validation);
+  copy     induction: a random 8-24 character string placed in the text and repeated at the end;
+           the loss on the repeat (x --answer-weight) rewards copying what followed an earlier
+           match, the mechanism passkey retrieval needs (Olsson et al. 2022);
+  passkey  the same text as haystack with the needle (default " @NNNNN. ") at a random depth and the
+           question (default " @") at the end, then the key; the loss covers the whole sequence,
+           with --answer-weight extra weight on the key's digits. '@' never occurs in the text, so
+           it marks the key uniquely and the question is short: at 64 bytes the haystack keeps 48.
+The context length follows a curriculum (short to long), e.g. --curriculum 64:1500,128:3500
 (length:steps). Learning rate: linear warm-up then cosine decay over all steps. Seeded throughout.
+
+What makes retrieval learnable in minutes on a CPU (measured): half the sequences are copy
+examples and the first stage is 64 bytes long, so a large share of every batch rewards induction;
+the phase change (loss on the copied bytes falling from ~3.3 to ~0.3 nats within ~100 steps) came
+after ~550 steps of 32 x 64. With 30% copy and 40% passkey (600 steps at 64 bytes, then 128),
+950 steps showed no retrieval at all. One thread: on a shared 2-core machine OpenBLAS's two spinning
+threads were 3-10x slower than one.
 
 Run with Debian's Python (python3-torch); setup and timing notes are in scripts/train-tiny-model.
   /usr/bin/python3 python/train_tiny_model.py --out models/tiny-byte-llama
@@ -157,6 +166,35 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def read_safetensors(path):
+    """name -> float32 numpy array, for the F32 files write_safetensors writes."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor '{name}'.dtype {t['dtype']} (only F32 is read here)")
+        begin, end = t["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(t["shape"]).copy()
+    return out
+
+
+def check_logits(model, out, study, say):
+    """ropex-study logits on the written model against PyTorch on the same prompt."""
+    ids = list(b"under the terms of this License @48213. and the @")
+    got = json.loads(subprocess.check_output([study, "logits", "--model", out, "--tokens", ",".join(map(str, ids))]))["logits"]
+    with torch.no_grad():
+        want = model(torch.tensor([ids]))[0].numpy()
+    diff = float(np.abs(np.array(got) - want).max())
+    say(f"ropex-study logits vs PyTorch: max |diff| {diff:.3g} over {want.size} logits")
+    if diff > 1e-3:
+        sys.exit("logits disagree")
+
+
 def bytes_to_unicode():
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
     cs, n = bs[:], 0
@@ -204,19 +242,18 @@ def load_text(paths):
     return data
 
 
-def passkey_example(text, n, rng, depth=None):
-    """(ids, weights): haystack from `text`, needle at `depth` (0..1), question and answer at the end."""
-    key = str(rng.randint(10000, 99999))
-    needle = f" The pass key is {key}. Remember it. ".encode()
-    question = b" What is the pass key? The pass key is "
-    answer = f"{key}.".encode()
-    fill = n - len(needle) - len(question) - len(answer)
+def passkey_example(text, n, rng, depth=None, needle="{key}", question="", digits=5):
+    """(ids, weights, answer_at, key): haystack from `text`, `needle` (with the key) at `depth` (0..1),
+    `question` at the end, then the key as the answer; `n` bytes in all."""
+    key = str(rng.randint(10 ** (digits - 1), 10 ** digits - 1))
+    needle_b, question_b, answer = needle.replace("{key}", key).encode(), question.encode(), key.encode()
+    fill = n - len(needle_b) - len(question_b) - len(answer)
     if fill < 0:
         raise ValueError(f"length {n} is shorter than the passkey prompt ({n - fill} bytes)")
     start = rng.randint(0, len(text) - fill - 1)
     hay = text[start:start + fill]
     at = int(fill * (rng.random() if depth is None else depth))
-    seq = hay[:at] + needle + hay[at:] + question + answer
+    seq = hay[:at] + needle_b + hay[at:] + question_b + answer
     weights = [1.0] * len(seq)
     return list(seq), weights, len(seq) - len(answer), key
 
@@ -235,7 +272,7 @@ def copy_example(text, n, rng):
     return list(seq), w, len(seq) - k
 
 
-def batch(text, n, size, passkey_fraction, answer_weight, rng, copy_fraction=0.0):
+def batch(text, n, size, passkey_fraction, answer_weight, rng, copy_fraction=0.0, fmt=None):
     ids, weights = [], []
     for _ in range(size):
         r = rng.random()
@@ -244,8 +281,8 @@ def batch(text, n, size, passkey_fraction, answer_weight, rng, copy_fraction=0.0
             for i in range(repeat_at + 1, len(seq)):  # the first character of the repeat is a guess
                 w[i] = answer_weight
         elif r < copy_fraction + passkey_fraction:
-            seq, w, answer_at, _ = passkey_example(text, n + 1, rng)
-            for i in range(answer_at, answer_at + 5):
+            seq, w, answer_at, key = passkey_example(text, n + 1, rng, **fmt)
+            for i in range(answer_at, answer_at + len(key)):
                 w[i] = answer_weight
         else:
             s = rng.randint(0, len(text) - n - 2)
@@ -264,19 +301,20 @@ def unigram_bits(train, val):
 
 
 @torch.no_grad()
-def evaluate(model, val, n, rng, trials=20):
+def evaluate(model, val, n, rng, fmt, trials=20, depths=(0.0, 0.25, 0.5, 0.75, 1.0)):
+    """(val LM loss in nats/byte on held-out text, {depth: exact-key accuracy by greedy decoding})."""
     model.eval()
     losses = []
     for _ in range(8):
         x, y, _ = batch(val, n, 8, 0.0, 1.0, rng)
         losses.append(F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1)).item())
     by_depth = {}
-    for depth in (0.0, 0.25, 0.5, 0.75, 1.0):
-        # Every example has length n, so the trials decode as one batch (5 forwards, not 5 per trial).
-        examples = [passkey_example(val, n, rng, depth) for _ in range(trials)]
+    for depth in depths:
+        # Every example has length n, so the trials decode as one batch (one forward per key byte).
+        examples = [passkey_example(val, n, rng, depth, **fmt) for _ in range(trials)]
         answer_at = examples[0][2]
         ids = torch.tensor([e[0][:answer_at] for e in examples])
-        for _ in range(5):
+        for _ in range(fmt["digits"]):
             ids = torch.cat((ids, model(ids)[:, -1].argmax(-1, keepdim=True)), dim=1)
         by_depth[depth] = sum(bytes(row[answer_at:].tolist()).decode("latin-1") == e[3]
                               for row, e in zip(ids, examples)) / trials
@@ -292,28 +330,45 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--text", nargs="*", default=["/usr/share/common-licenses"])
     ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--intermediate", type=int, default=384)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
-    ap.add_argument("--curriculum", default="64:400,128:800,256:2000", help="length:steps,...")
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--curriculum", default="64:1500,128:3500", help="length:steps,...")
+    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--passkey-fraction", type=float, default=0.3)
-    ap.add_argument("--copy-fraction", type=float, default=0.3)
+    ap.add_argument("--copy-fraction", type=float, default=0.5)
     ap.add_argument("--answer-weight", type=float, default=5.0)
-    ap.add_argument("--eval-every", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--needle", default=" @{key}. ", help="the needle; {key} becomes the key")
+    ap.add_argument("--question", default=" @", help="the question after the haystack; the key follows it")
+    ap.add_argument("--key-digits", type=int, default=5)
+    ap.add_argument("--eval-trials", type=int, default=20, help="passkey trials per depth at each evaluation")
+    ap.add_argument("--final-trials", type=int, default=100, help="passkey trials per depth at the end")
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--smoke", action="store_true", help="a tiny model, a few steps: checks the pipeline only")
     ap.add_argument("--check-logits", metavar="ROPEX_STUDY", help="compare ropex-study logits on the written model")
+    ap.add_argument("--check-only", action="store_true",
+                    help="no training: load --out's config.json and model.safetensors and run --check-logits")
     a = ap.parse_args()
+    if a.check_only:
+        if not a.check_logits:
+            sys.exit("--check-only needs --check-logits ROPEX_STUDY")
+        config = json.load(open(os.path.join(a.out, "config.json")))
+        model = TinyLlama(config)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in read_safetensors(os.path.join(a.out, "model.safetensors")).items()})
+        model.eval()
+        check_logits(model, a.out, a.check_logits, print)
+        return
     if a.smoke:
         a.hidden, a.layers, a.heads, a.kv_heads, a.intermediate = 32, 2, 4, 2, 64
         a.curriculum, a.batch, a.eval_every, a.warmup = "96:3,128:3", 4, 1000, 2
 
+    fmt = {"needle": a.needle, "question": a.question, "digits": a.key_digits}
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
     torch.set_num_threads(a.threads)
@@ -353,32 +408,31 @@ def main():
             lr = a.lr * min(1.0, (step + 1) / a.warmup) * 0.5 * (1 + math.cos(math.pi * step / total))
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y, w = batch(train, n, a.batch, a.passkey_fraction, a.answer_weight, rng, a.copy_fraction)
+            x, y, w = batch(train, n, a.batch, a.passkey_fraction, a.answer_weight, rng, a.copy_fraction, fmt)
             loss_all = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1), reduction="none")
             loss = (loss_all * w.reshape(-1)).sum() / w.sum()
+            answers = w.reshape(-1) > 1  # the copied bytes and the keys: where induction shows first
+            answer_loss = (loss_all[answers].mean().item() if answers.any() else float("nan"))
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
             if step % 50 == 0 or step == total:
-                say(f"step {step}/{total} len {n} loss {loss.item():.4f} lr {lr:.2e} {time.time() - start:.0f}s")
+                say(f"step {step}/{total} len {n} loss {loss.item():.4f} answer loss {answer_loss:.3f} lr {lr:.2e} {time.time() - start:.0f}s")
             if step % a.eval_every == 0 or step == total:
-                val_loss, acc = evaluate(model, val, n, rng, trials=4 if a.smoke else 20)
+                final = step == total
+                trials = 4 if a.smoke else a.final_trials if final else a.eval_trials
+                depths = tuple(d / 10 for d in range(11)) if final else (0.0, 0.25, 0.5, 0.75, 1.0)
+                val_loss, acc = evaluate(model, val, n, rng, fmt, trials, depths)
+                mean = sum(acc.values()) / len(acc)
                 say(f"eval step {step} len {n}: val loss {val_loss:.4f} nats/byte (unigram {baseline:.3f}), "
-                    f"passkey by depth {acc}")
+                    f"passkey accuracy {mean:.3f}, by depth {acc}"
+                    + (f" ({trials} trials per depth)" if final else ""))
     save(model, a.out, config)
     say(f"wrote {a.out} after {time.time() - start:.0f}s")
     if a.check_logits:
-        ids = list(b"The pass key is 12345.")
-        got = json.loads(subprocess.check_output([a.check_logits, "logits", "--model", a.out, "--tokens",
-                                                  ",".join(map(str, ids))]))["logits"]
-        with torch.no_grad():
-            want = model(torch.tensor([ids]))[0].numpy()
-        diff = float(np.abs(np.array(got) - want).max())
-        say(f"ropex-study logits vs PyTorch: max |diff| {diff:.3g} over {want.size} logits")
-        if diff > 1e-3:
-            sys.exit("logits disagree")
+        check_logits(model, a.out, a.check_logits, say)
 
 
 if __name__ == "__main__":

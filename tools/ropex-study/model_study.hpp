@@ -36,6 +36,11 @@ struct model_options {
   std::filesystem::path token_file;                       // or token ids
   std::vector<int> depths = {0, 25, 50, 75, 100};
   int passkey_trials = 3;
+  // The passkey prompt: the needle ({key} is replaced by the key) at the depth, the question at the
+  // end, then the model decodes the key. A model trained on another format passes its own.
+  std::string needle = " The pass key is {key}. Remember it. ";
+  std::string question = " What is the pass key? The pass key is";
+  int key_digits = 5;
   int threads = 1;
   std::uint64_t seed = 42;
   std::string out = "ropex-study-model";
@@ -130,6 +135,34 @@ struct study_output {
   }
 };
 
+// `pattern` with every "{key}" replaced by `key`.
+inline std::string with_key(std::string pattern, const std::string& key) {
+  for (std::size_t at = pattern.find("{key}"); at != std::string::npos; at = pattern.find("{key}", at + key.size()))
+    pattern.replace(at, 5, key);
+  return pattern;
+}
+
+// A decimal key of `digits` digits without a leading zero.
+inline std::string random_key(std::mt19937_64& rng, int digits) {
+  std::string key(1, static_cast<char>('1' + std::uniform_int_distribution<int>(0, 8)(rng)));
+  while (static_cast<int>(key.size()) < digits) key += static_cast<char>('0' + std::uniform_int_distribution<int>(0, 9)(rng));
+  return key;
+}
+
+// The decoded answer retrieves `key`: it starts with the key, after at most one leading space
+// (a tokenizer may fold the space into the first digit's token).
+inline bool key_answered(const std::string& answer, const std::string& key) {
+  const std::size_t at = answer.find(key);
+  return at == 0 || (at == 1 && answer[0] == ' ');
+}
+
+// How many consecutive windows of `length` tokens the perplexity of that length averages over:
+// they cover the first min(stream, longest) tokens, the same tokens for every length.
+inline std::int64_t perplexity_windows(std::int64_t stream, std::int64_t longest, std::int64_t length) {
+  if (length < 2 || length > stream) return 0;
+  return std::max<std::int64_t>(1, std::min(stream, longest) / length);
+}
+
 // Mean negative log-likelihood (nats) of tokens[1..] given their prefixes, from all-row logits.
 inline double mean_nll(const ropex::row_matrix_f& logits, const std::vector<std::int64_t>& tokens) {
   double total = 0;
@@ -211,17 +244,29 @@ inline int run_model_studies(const model_options& o) {
         std::printf("%16s", "(short text)");
         continue;
       }
-      const std::vector<std::int64_t> tokens(stream.begin(), stream.begin() + length);
-      ropex::kv_cache cache(c);
       ropex::forward_options fo = base;
       fo.policy = make_model_policy(name, c, pretrained, length);
       fo.layer_entropy = true;
-      const auto r = forward.run(tokens, cache, fo);
-      const double ppl = std::exp(mean_nll(r.logits, tokens));
+      // Every length scores the same tokens (the first min(text, longest) of the stream) in
+      // consecutive windows of `length`: otherwise the short contexts score only the text's
+      // opening, and content, not context, would move the curve.
+      const std::int64_t windows = perplexity_windows(static_cast<std::int64_t>(stream.size()), longest, length);
+      double nll = 0, scored = 0;
+      std::vector<double> entropy(static_cast<std::size_t>(c.layers), 0.0);
+      for (std::int64_t w = 0; w < windows; ++w) {
+        const std::vector<std::int64_t> tokens(stream.begin() + w * length, stream.begin() + (w + 1) * length);
+        ropex::kv_cache cache(c);
+        const auto r = forward.run(tokens, cache, fo);
+        nll += mean_nll(r.logits, tokens) * static_cast<double>(length - 1);
+        scored += static_cast<double>(length - 1);
+        for (std::size_t l = 0; l < r.layer_entropy.size() && l < entropy.size(); ++l)
+          entropy[l] += r.layer_entropy[l] / static_cast<double>(windows);
+      }
+      const double ppl = std::exp(nll / scored);
       double mean_entropy = 0;
-      for (std::size_t l = 0; l < r.layer_entropy.size(); ++l) {
-        ent_csv << name << ',' << length << ',' << l << ',' << r.layer_entropy[l] << '\n';
-        mean_entropy += r.layer_entropy[l] / static_cast<double>(r.layer_entropy.size());
+      for (std::size_t l = 0; l < entropy.size(); ++l) {
+        ent_csv << name << ',' << length << ',' << l << ',' << entropy[l] << '\n';
+        mean_entropy += entropy[l] / static_cast<double>(entropy.size());
       }
       ppl_csv << name << ',' << length << ',' << f << ',' << ppl << '\n';
       ps.x.push_back(static_cast<double>(length)), ps.y.push_back(ppl);
@@ -240,7 +285,8 @@ inline int run_model_studies(const model_options& o) {
   out.write("model-entropy.svg", svg::render(ent_plot));
 
   // [3] JS divergence at the pretrained length: the last query's attention, every layer and
-  // head, under each policy configured for factor f, against the original (plain) model.
+  // head, under each policy configured for factor f, against the original model (the checkpoint's
+  // own RoPE: plain for most, Llama 3 bands for a Llama 3.1 checkpoint).
   {
     const std::vector<std::int64_t> tokens(stream.begin(), stream.begin() + std::min<std::int64_t>(pretrained, static_cast<std::int64_t>(stream.size())));
     const std::int64_t last = static_cast<std::int64_t>(tokens.size()) - 1;
@@ -252,14 +298,14 @@ inline int run_model_studies(const model_options& o) {
       fo.capture = ropex::attention_request{{}, {}, {last}};
       return forward.run(tokens, cache, fo).attention;
     };
-    const auto reference = attention_of(ropex::plain{});
+    const auto reference = attention_of(c.rope.policy);
     std::ostringstream js_csv;
     js_csv << "policy,factor,layer,js_nats\n";
-    std::printf("\n[3] JS divergence vs plain RoPE at the pretrained length (mean over layers and heads, nats)\n%-22s", "policy");
+    std::printf("\n[3] JS divergence vs the original model at the pretrained length (mean over layers and heads, nats)\n%-22s", "policy");
     for (std::int64_t f : o.factors) std::printf("%12lldx", static_cast<long long>(f));
     std::printf("\n");
     svg::line_plot js_plot;
-    js_plot.title = "JS divergence vs plain RoPE at the pretrained length (last query)";
+    js_plot.title = "JS divergence vs the original model at the pretrained length (last query)";
     js_plot.subtitle = label;
     js_plot.x_label = "scaling factor (policy configured for factor x pretrained)";
     js_plot.y_label = "JS divergence (nats, mean over layers and heads)";
@@ -308,17 +354,22 @@ inline int run_model_studies(const model_options& o) {
       for (std::size_t di = 0; di < o.depths.size(); ++di)
         for (std::size_t fi = 0; fi < o.factors.size(); ++fi) {
           const std::int64_t length = o.factors[fi] * pretrained;
-          int correct = 0;
+          int correct = 0, tried = 0;
           for (int trial = 0; trial < o.passkey_trials; ++trial) {
-            const std::string key = std::to_string(std::uniform_int_distribution<int>(10000, 99999)(rng));
-            const auto needle = tokenizer->encode(" The pass key is " + key + ". Remember it. ");
-            const auto question = tokenizer->encode(" What is the pass key? The pass key is");
+            const std::string key = random_key(rng, o.key_digits);
+            const auto needle = tokenizer->encode(with_key(o.needle, key));
+            const auto question = tokenizer->encode(o.question);
             const std::int64_t fill = length - static_cast<std::int64_t>(needle.size() + question.size());
-            if (fill < 0 || fill > static_cast<std::int64_t>(stream.size())) continue;
+            const std::int64_t room = static_cast<std::int64_t>(stream.size()) - fill;
+            if (fill < 0 || room < 0) continue;
+            // Each trial takes its haystack from a random place in the text, so trials differ in
+            // more than the key.
+            const std::int64_t start = std::uniform_int_distribution<std::int64_t>(0, room)(rng);
+            const auto hay = stream.begin() + start;
             const std::int64_t at = fill * o.depths[di] / 100;
-            std::vector<std::int64_t> prompt(stream.begin(), stream.begin() + at);
+            std::vector<std::int64_t> prompt(hay, hay + at);
             prompt.insert(prompt.end(), needle.begin(), needle.end());
-            prompt.insert(prompt.end(), stream.begin() + at, stream.begin() + fill);
+            prompt.insert(prompt.end(), hay + at, hay + fill);
             prompt.insert(prompt.end(), question.begin(), question.end());
             ropex::kv_cache cache(c);
             ropex::forward_options fo = base;
@@ -330,12 +381,13 @@ inline int run_model_studies(const model_options& o) {
               Eigen::Index best = 0;
               r.logits.row(0).maxCoeff(&best);
               answer.push_back(best);
-              r = forward.run({best}, cache, fo);
+              if (step + 1 < key.size() + 2) r = forward.run({best}, cache, fo);
             }
-            const std::string text = tokenizer->decode(answer);
-            correct += text.find(key) != std::string::npos && text.find(key) <= 1;
+            ++tried;
+            correct += key_answered(tokenizer->decode(answer), key);
           }
-          const double acc = static_cast<double>(correct) / o.passkey_trials;
+          // A cell whose prompt does not fit the length (or the text) is missing, not a failure.
+          const double acc = tried ? static_cast<double>(correct) / tried : std::nan("");
           map.value[di * o.factors.size() + fi] = acc;
           pk_csv << name << ',' << length << ',' << o.depths[di] << ',' << acc << '\n';
         }

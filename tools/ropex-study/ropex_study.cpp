@@ -70,10 +70,14 @@ on a checkpoint (Hugging Face directory: config.json, model.safetensors, tokeniz
   ropex-study logits --model DIR --tokens 1,2,3     prints {"logits": [[...], ...]}
   ropex-study --model DIR [--policies LIST] [--factors 1,2,4,8,16] [--pretrained N]
               [--text FILE | --tokens-file FILE] [--depths 0,25,50,75,100]
-              [--passkey-trials N] [--threads N] [--seed S] [--out DIR]
-      measured perplexity, attention entropy per layer, JS divergence vs plain RoPE at the
-      pretrained length, and passkey accuracy by depth (with tokenizer.json); policies from
-      original, plain, linear, ntk, dynamic, yarn, yarn-no-temperature, llama3
+              [--passkey-trials N] [--needle TEXT] [--question TEXT] [--key-digits N]
+              [--threads N] [--seed S] [--out DIR]
+      measured perplexity, attention entropy per layer, JS divergence vs the original model
+      at the pretrained length, and passkey accuracy by depth (with tokenizer.json); policies
+      from original, plain, linear, ntk, dynamic, yarn, yarn-no-temperature, llama3.
+      The passkey prompt is haystack + needle ({key} = the key) at the depth + haystack +
+      question; the model decodes the key (default needle " The pass key is {key}. Remember
+      it. ", question " What is the pass key? The pass key is", 5 digits)
 
 studies
   1 decay      RoFormer long-term-decay bound (1/(d/2)) sum_j |S_j| vs distance, per policy
@@ -714,6 +718,9 @@ int run_model(int argc, char** argv) {
       o.depths.clear();
       for (std::int64_t d : ints()) o.depths.push_back(static_cast<int>(std::clamp<std::int64_t>(d, 0, 100)));
     } else if (a == "--passkey-trials") o.passkey_trials = static_cast<int>(std::max<std::int64_t>(1, parse_int(v, a)));
+    else if (a == "--needle") o.needle = v;
+    else if (a == "--question") o.question = v;
+    else if (a == "--key-digits") o.key_digits = static_cast<int>(parse_int(v, a));
     else if (a == "--threads") o.threads = static_cast<int>(std::max<std::int64_t>(1, parse_int(v, a)));
     else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(v, a));
     else if (a == "--out") o.out = v;
@@ -721,6 +728,8 @@ int run_model(int argc, char** argv) {
   }
   for (std::int64_t f : o.factors)
     if (f < 1 || f > 1024) throw std::invalid_argument("--factors: each must lie in [1, 1024]");
+  if (o.key_digits < 1 || o.key_digits > 18) throw std::invalid_argument("--key-digits: must lie in [1, 18]");
+  if (o.needle.find("{key}") == std::string::npos) throw std::invalid_argument("--needle: must contain {key}");
   return ropex_study::model::run_model_studies(o);
 }
 #endif
