@@ -1,10 +1,12 @@
 // Private: the rotation of one token's heads and the storage conversions, written once for every
-// SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines a struct `f32` of float-vector
-// operations in its own namespace and target region, then includes this file there, so the same
-// source is compiled once per instruction set (no #pragma once on purpose). The ops:
+// SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines structs `f64` (exact_cos_sin.inl's
+// ops, included first) and `f32` of float-vector operations in its own namespace and target region,
+// then includes this file there, so the same source is compiled once per instruction set (no
+// #pragma once on purpose). The f32 ops:
 //
 //   f32::vec, f32::lanes               a vector of floats and its lane count
-//   load(p) / load(p, n)               lanes values of storage type T (float, float16, bfloat16)
+//   load(p) / load(p, n)               lanes values of storage type T (float, float16, bfloat16, and
+//                                      int8 codes: a quantized cache's shift rotates them as numbers)
 //   store(p, v) / store(p, v, n)       widened to floats / rounded back; the n < lanes forms touch
 //                                      only the first n values (no byte past them is read or written)
 //   coefficients(p, n)                 n <= lanes floats of cos or sin, zero beyond
