@@ -20,6 +20,13 @@
 
 namespace ropex {
 
+// Positions per block of block_angles.hpp: a seed serves 16 consecutive positions; the step table
+// has 16 rows.
+inline constexpr int angle_block = 16;
+
+// First position of p's block (floor to a multiple of angle_block; also for negative p).
+inline std::int64_t block_start(std::int64_t p) { return p & ~std::int64_t{angle_block - 1}; }
+
 namespace detail {
 // 2 pi = C1 + C2 + C3 to ~160 bits; C1 is the double nearest 2 pi.
 inline constexpr double two_pi_1 = 6.283185307179586;

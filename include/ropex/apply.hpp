@@ -13,6 +13,7 @@
 #include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
 #include "ropex/detail/call_checks.hpp"
+#include "ropex/detail/rotation_driver.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/policies.hpp"
@@ -24,9 +25,6 @@ namespace ropex {
 
 class rotary_embedding {
  public:
-  // Pairs whose cos/sin are formed per step on the stack: 128 covers rotary_dim 256 in one step.
-  static constexpr int chunk_pairs = detail::block_seed::capacity;
-
   // Throws std::invalid_argument naming the field for an invalid config or policy.
   // seq_len selects the dynamic_ntk base and the longrope short/long list (pure function of it).
   template <class Policy>
@@ -204,7 +202,8 @@ class rotary_embedding {
       if (rows[i] == nullptr) detail::fail("rows[" + std::to_string(i) + "]", "is null");
     if (deltas != nullptr) check_positions(deltas, count, "deltas");
     else check_position(delta, "delta");
-    rotate_rows<T>(scattered_rows<T>{rows, heads, head_stride}, count, deltas, delta, 1.0, +1, false);
+    detail::rotate_on_the_fly(kernels::active_kernels<T>(), detail::scattered_rows_of(rows, count, heads, head_stride),
+                              pairs(), config_.layout, false, deltas, delta, freqs_.inv_freq.data(), steps_, 1.0, +1);
   }
 
  private:
@@ -224,103 +223,39 @@ class rotary_embedding {
     detail::check_table_rows(table, pairs(), positions, tokens);
   }
 
-  template <class T>
-  static void rotate_views(const kernels::kernel_set<T>& kernel, tensor_view<T>* views, int n_views, std::int64_t t,
-                           const float* cos, const float* sin, int first, int last, int half, layout pairing,
-                           bool prefetch) {
-    for (int v = 0; v < n_views; ++v)
-      kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                          first, last, half, pairing, prefetch);
-  }
-
-  // Where the rows of token t are: views (each token of each view) or scattered token addresses.
-  template <class T>
-  struct view_rows {
-    tensor_view<T>* views;
-    int count;
-    int size() const { return count; }
-    T* row(int v, std::int64_t t) const { return views[v].data + t * views[v].token_stride; }
-    std::int64_t heads(int v) const { return views[v].heads; }
-    std::int64_t head_stride(int v) const { return views[v].head_stride; }
-  };
-  template <class T>
-  struct scattered_rows {
-    T* const* tokens;
-    std::int64_t n_heads, stride;
-    int size() const { return 1; }
-    T* row(int, std::int64_t t) const { return tokens[t]; }
-    std::int64_t heads(int) const { return n_heads; }
-    std::int64_t head_stride(int) const { return stride; }
-  };
-
+  // The rotation by positions (or one constant position when positions is null), formed on the
+  // fly: magnitude m and sign +1 apply, 1/m and -1 invert (detail/rotation_driver.hpp).
   template <class T>
   void rotate(tensor_view<T>* views, int n_views, const std::int64_t* positions, std::int64_t constant_position,
               double magnitude, double sign) const {
-    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
-    rotate_rows<T>(view_rows<T>{views, n_views}, views[0].tokens, positions, constant_position, magnitude, sign,
-                   prefetch);
+    const kernels::token_rows<T> rows = detail::rows_of(views, n_views);
+    detail::rotate_on_the_fly(kernels::active_kernels<T>(), rows, pairs(), config_.layout,
+                              detail::prefetch_rows(rows, config_.head_dim), positions, constant_position,
+                              freqs_.inv_freq.data(), steps_, magnitude, sign);
   }
 
-  // positions == nullptr means every token uses `constant_position` (shift by one delta): cos/sin
-  // are formed once and reused. Otherwise each token's come from the exact seed of its 16-position
-  // block and the plan's step rows (block_angles.hpp), formed inside the kernel without being
-  // stored. The kernel family is chosen once here (kernels/dispatch.hpp).
-  template <class T, class Rows>
-  void rotate_rows(const Rows& rows, std::int64_t tokens, const std::int64_t* positions,
-                   std::int64_t constant_position, double magnitude, double sign, bool prefetch) const {
-    const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
-    const int half = pairs();
-    if (positions == nullptr && half <= chunk_pairs) {
-      alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
-      detail::block_seed seed;
-      detail::block_cos_sin(kernel, seed, steps_, freqs_.inv_freq.data(), 0, half, constant_position, magnitude, sign,
-                            cos, sin);
-      for (std::int64_t t = 0; t < tokens; ++t)
-        for (int v = 0; v < rows.size(); ++v)
-          kernel.rotate_token(rows.row(v, t), rows.heads(v), rows.head_stride(v), cos, sin, 0, half, half,
-                              config_.layout, prefetch);
-      return;
-    }
-    detail::block_seed seed;
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      const std::int64_t p = positions ? positions[t] : constant_position;
-      for (int first = 0; first < half; first += chunk_pairs) {
-        const int last = std::min(half, first + chunk_pairs);
-        const int k = seed.reach(kernel.cos_sin_seed, p, freqs_.inv_freq.data() + first, last - first, magnitude, sign);
-        for (int v = 0; v < rows.size(); ++v)
-          kernel.rotate_token_combined(rows.row(v, t), rows.heads(v), rows.head_stride(v), seed.cos, seed.sin,
-                                       steps_.cos_row(k) + first, steps_.sin_row(k) + first, sign, first, last, half,
-                                       config_.layout, prefetch);
-      }
-    }
-  }
-
-  // inverse: the rows turned the other way and divided by m^2 (exactly the on-the-fly inverse's
-  // values when m = 1: negating a sine is exact).
+  // Through a table: the rows as stored; the inverse turns them the other way and divides them by
+  // m^2 (exactly the on-the-fly inverse's values when m = 1: negating a sine is exact).
   template <class T>
   void rotate_with_table(tensor_view<T>* views, int n_views, const std::int64_t* positions,
                          const cos_sin_table& table, bool inverse = false) const {
     const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
+    const kernels::token_rows<T> rows = detail::rows_of(views, n_views);
     const int half = pairs();
-    const bool prefetch = kernels::worth_prefetching(detail::rotated_bytes(views, n_views, config_.head_dim));
+    const bool prefetch = detail::prefetch_rows(rows, config_.head_dim);
+    if (!inverse)
+      return detail::rotate_stored(kernel, rows, half, config_.layout, prefetch, table.cos_row(0), table.sin_row(0),
+                                   positions, table.pairs());
     const double m = freqs_.attention_factor, unscale = 1 / (m * m);
-    alignas(64) float cos[chunk_pairs], sin[chunk_pairs];
-    for (std::int64_t t = 0; t < views[0].tokens; ++t) {
-      const float* row_cos = table.cos_row(positions[t]);
-      const float* row_sin = table.sin_row(positions[t]);
-      if (!inverse) {
-        rotate_views(kernel, views, n_views, t, row_cos, row_sin, 0, half, half, config_.layout, prefetch);
-        continue;
-      }
-      for (int first = 0; first < half; first += chunk_pairs) {
-        const int last = std::min(half, first + chunk_pairs);
-        for (int i = first; i < last; ++i) {
-          cos[i - first] = m == 1 ? row_cos[i] : static_cast<float>(row_cos[i] * unscale);
-          sin[i - first] = m == 1 ? -row_sin[i] : static_cast<float>(-row_sin[i] * unscale);
-        }
-        rotate_views(kernel, views, n_views, t, cos, sin, first, last, half, config_.layout, prefetch);
-      }
-    }
+    detail::rotate_staged(kernel, rows, half, half, config_.layout, prefetch,
+                          [&](std::int64_t t, int first, int last, float* cos, float* sin) {
+                            const float* row_cos = table.cos_row(positions[t]);
+                            const float* row_sin = table.sin_row(positions[t]);
+                            for (int i = first; i < last; ++i) {
+                              cos[i - first] = m == 1 ? row_cos[i] : static_cast<float>(row_cos[i] * unscale);
+                              sin[i - first] = m == 1 ? -row_sin[i] : static_cast<float>(-row_sin[i] * unscale);
+                            }
+                          });
   }
 
   rope_config config_;

@@ -42,6 +42,7 @@
 #include "ropex/block_angles.hpp"
 #include "ropex/config.hpp"
 #include "ropex/detail/call_checks.hpp"
+#include "ropex/detail/rotation_driver.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/types.hpp"
@@ -272,8 +273,8 @@ void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token
     }
 }
 
-// The rotation itself: validated inputs only; neither allocates nor throws. The kernel family is
-// fetched once; per token the cos/sin of every axis are formed once and shared by all heads.
+// The rotation itself: validated inputs only; neither allocates nor throws. Per token the cos/sin
+// of every axis are formed once and shared by all heads (detail/rotation_driver.hpp's staged rows).
 // token_step: 1 = each token has its own positions; 0 = every token uses the first (a shift by one
 // delta per axis).
 template <class T>
@@ -281,27 +282,24 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
                        int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign,
                        std::int64_t token_step = 1) {
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
-  const std::int64_t tokens = views[0].tokens;
+  const kernels::token_rows<T> rows = rows_of(views, n_views);
   const int total = rotated_pairs(c, a), axes = axis_count(a);
-  const std::int64_t stride = axis_stride_of(positions, tokens);
+  const std::int64_t stride = axis_stride_of(positions, rows.tokens);
   axes_chunk plan;
+  int planned_first = -1;
   block_seed seeds[max_position_axes];
   gathered_steps gathered[max_position_axes];
-  alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
-  const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views, c.head_dim));
-  for (int first = 0; first < total; first += axes_chunk_pairs) {
-    const int last = std::min(total, first + axes_chunk_pairs);
-    plan_axes_chunk(c, f, a, first, last, plan);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      fill_axes_chunk(plan, axes, positions.data + t * token_step, stride, magnitude, sign, kernel, steps, seeds,
-                      gathered, cos, sin);
-      for (int v = 0; v < n_views; ++v)
-        kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                            first, last, total, c.layout, prefetch);
-    }
-  }
+  static_assert(axes_chunk_pairs == staged_row_pairs, "a staged row holds one chunk of the plan");
+  rotate_staged(kernel, rows, total, total, c.layout, prefetch_rows(rows, c.head_dim),
+                [&](std::int64_t t, int first, int last, float* cos, float* sin) {
+                  if (first != planned_first) {
+                    plan_axes_chunk(c, f, a, first, last, plan);
+                    planned_first = first;
+                  }
+                  fill_axes_chunk(plan, axes, positions.data + t * token_step, stride, magnitude, sign, kernel, steps,
+                                  seeds, gathered, cos, sin);
+                });
 }
-
 
 // The same through a cos/sin table: pair i of a token takes the table's value for (the token's
 // position on the pair's axis, the pair's frequency). The table holds block_angles.hpp's values, as
@@ -310,30 +308,27 @@ template <class T>
 void rotate_multi_axis_with_table(const rope_config& c, tensor_view<T>* views, int n_views, const position_axes& a,
                                   axis_positions positions, const cos_sin_table& table) {
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
-  const std::int64_t tokens = views[0].tokens;
+  const kernels::token_rows<T> rows = rows_of(views, n_views);
   const int total = rotated_pairs(c, a);
-  const std::int64_t stride = axis_stride_of(positions, tokens);
-  int axis[axes_chunk_pairs], frequency[axes_chunk_pairs];
-  alignas(64) float cos[axes_chunk_pairs], sin[axes_chunk_pairs];
-  const bool prefetch = kernels::worth_prefetching(rotated_bytes(views, n_views, c.head_dim));
-  for (int first = 0; first < total; first += axes_chunk_pairs) {
-    const int last = std::min(total, first + axes_chunk_pairs);
-    for (int i = first; i < last; ++i) {
-      const pair_source src = source_of_pair(c, a, i);
-      axis[i - first] = src.axis;
-      frequency[i - first] = src.frequency;
-    }
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      for (int slot = 0; slot < last - first; ++slot) {
-        const std::int64_t p = positions.data[axis[slot] * stride + t];
-        cos[slot] = table.cos_row(p)[frequency[slot]];
-        sin[slot] = table.sin_row(p)[frequency[slot]];
-      }
-      for (int v = 0; v < n_views; ++v)
-        kernel.rotate_token(views[v].data + t * views[v].token_stride, views[v].heads, views[v].head_stride, cos, sin,
-                            first, last, total, c.layout, prefetch);
-    }
-  }
+  const std::int64_t stride = axis_stride_of(positions, rows.tokens);
+  int axis[staged_row_pairs], frequency[staged_row_pairs];
+  int planned_first = -1;
+  rotate_staged(kernel, rows, total, total, c.layout, prefetch_rows(rows, c.head_dim),
+                [&](std::int64_t t, int first, int last, float* cos, float* sin) {
+                  if (first != planned_first) {
+                    for (int i = first; i < last; ++i) {
+                      const pair_source src = source_of_pair(c, a, i);
+                      axis[i - first] = src.axis;
+                      frequency[i - first] = src.frequency;
+                    }
+                    planned_first = first;
+                  }
+                  for (int slot = 0; slot < last - first; ++slot) {
+                    const std::int64_t p = positions.data[axis[slot] * stride + t];
+                    cos[slot] = table.cos_row(p)[frequency[slot]];
+                    sin[slot] = table.sin_row(p)[frequency[slot]];
+                  }
+                });
 }
 
 // Everything apply_multi_axis needs before it may write (std::invalid_argument naming the field).

@@ -30,12 +30,6 @@
 
 namespace ropex {
 
-// Positions per block: a seed serves 16 consecutive positions; the step table has 16 rows.
-inline constexpr int angle_block = 16;
-
-// First position of p's block (floor to a multiple of angle_block; also for negative p).
-inline std::int64_t block_start(std::int64_t p) { return p & ~std::int64_t{angle_block - 1}; }
-
 // cos/sin of k * inv_freq[i] for k in [0, angle_block): row k holds all pairs. Built once per
 // plan (2 * 16 doubles per pair: 16 KiB for head_dim 128); independent of the kernel family.
 class angle_steps {

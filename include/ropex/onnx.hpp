@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ropex/config.hpp"
+#include "ropex/detail/rotation_driver.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/types.hpp"
 #include "ropex/view.hpp"
@@ -69,29 +70,20 @@ void onnx_rotary_embedding(const T* input, const std::vector<std::int64_t>& inpu
   if (output != input) std::copy(input, input + elements, output);  // pass-through channels included
   const layout pairing = attributes.interleaved ? layout::interleaved : layout::half;
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();  // chosen once per call
-  constexpr int chunk = 128;
-  float cos[chunk], sin[chunk];
   // No software prefetch (kernels/prefetch.hpp): unmeasured for this operator's head-major 4-D
   // layout, where the next token of a head lies seq * head_size elements away.
   for (std::int64_t b = 0; b < batch; ++b) {
-    T* base = output + b * heads * seq * head_size;
     // 4-D is head-major ([heads][seq][d]); 3-D is token-major ([seq][heads][d]).
-    const std::int64_t token_stride = three_d ? heads * head_size : head_size;
-    const std::int64_t head_stride = three_d ? head_size : seq * head_size;
-    for (std::int64_t s = 0; s < seq; ++s) {
-      const std::int64_t row = position_ids ? position_ids[b * seq + s] : b * seq + s;
-      const T* c = cos_cache + row * half;
-      const T* n = sin_cache + row * half;
-      for (std::int64_t first = 0; first < half; first += chunk) {
-        const std::int64_t last = std::min(half, first + chunk);
-        for (std::int64_t j = first; j < last; ++j) {
-          cos[j - first] = detail::load(c[j]);
-          sin[j - first] = detail::load(n[j]);
-        }
-        kernel.rotate_token(base + s * token_stride, heads, head_stride, cos, sin, static_cast<int>(first),
-                              static_cast<int>(last), static_cast<int>(half), pairing, /*prefetch=*/false);
-      }
-    }
+    const tensor_view<T> view{output + b * heads * seq * head_size, seq, heads,
+                              three_d ? heads * head_size : head_size, three_d ? head_size : seq * head_size};
+    detail::rotate_staged(kernel, detail::rows_of(&view, 1), static_cast<int>(half), static_cast<int>(half), pairing,
+                          false, [&](std::int64_t s, int first, int last, float* cos, float* sin) {
+                            const std::int64_t row = position_ids ? position_ids[b * seq + s] : b * seq + s;
+                            for (int j = first; j < last; ++j) {
+                              cos[j - first] = detail::load(cos_cache[row * half + j]);
+                              sin[j - first] = detail::load(sin_cache[row * half + j]);
+                            }
+                          });
   }
 }
 

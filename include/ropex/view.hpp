@@ -46,13 +46,6 @@ void validate_view(const tensor_view<T>& v, int head_dim, const char* name) {
                    std::to_string(v.head_stride) + ", head_dim " + std::to_string(d) + ")");
 }
 
-// Bytes of rotated heads (tokens x heads x head_dim values) in n views: what a call streams.
-template <class T>
-double rotated_bytes(const tensor_view<T>* views, int n, int head_dim) {
-  double bytes = 0;
-  for (int v = 0; v < n; ++v) bytes += double(views[v].tokens) * double(views[v].heads) * head_dim * sizeof(T);
-  return bytes;
-}
 }  // namespace detail
 
 }  // namespace ropex

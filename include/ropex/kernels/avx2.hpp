@@ -12,9 +12,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
+#include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/types.hpp"
 

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
+#include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/types.hpp"
 
@@ -223,6 +225,7 @@ ROPEX_BEGIN_TARGET_AVX512_BF16
 namespace ropex::kernels::avx512_bf16 {
 
 using avx512::combine_lanes;
+using avx512::cos_sin_seed;
 using avx512::f64;
 
 // avx512's ops with the bfloat16 merge replaced.

@@ -12,14 +12,58 @@
 #error "ropex/kernels/prefetch.hpp is private; include <ropex/ropex.hpp>"
 #endif
 
+#include "ropex/kernels/arch.hpp"
+#if ROPEX_KERNELS_X86
+#include <cpuid.h>
+#endif
+
 namespace ropex::kernels {
 
 inline constexpr int prefetch_bytes = 4096;
 
-// Whether a call that touches `bytes` of tensor data should prefetch: only when it is larger than
-// an L2 share (1 MiB). Smaller calls -- decode above all -- usually find their data in cache, just
-// written by the projection, and there the prefetches only cost (decode 0.30 -> 0.42 us measured).
-inline bool worth_prefetching(double bytes) { return bytes > double(1 << 20); }
+// Where a call's rows will come from decides whether prefetching pays. A call of at most 1 MiB
+// (an L2 share) usually finds its data in cache, just written by the projection - decode above
+// all - and there the prefetches only cost. On AMD Zen the L3 streams a tensor that fits at close
+// to the roofline with the hardware prefetchers alone, and the prefetch instructions are work the
+// roofline does not do (8 MiB shapes lose ~15%), so there the threshold is the L3 a core uses.
+#if ROPEX_KERNELS_X86
+// The L3 of this core's complex on AMD (0 elsewhere): cpuid 0x8000001D describes it; where a
+// hypervisor leaves that leaf empty, 0x80000006 reports the whole socket's L3, so that figure is
+// capped at 32 MiB, the complex's L3 of every Zen server part without stacked cache.
+inline double amd_l3_bytes() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)  // "AuthenticAMD"
+    return 0;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d)) return 0;
+  const unsigned max_leaf = a;
+  if (max_leaf >= 0x8000001Du)
+    for (unsigned level = 0; level < 8; ++level) {
+      __cpuid_count(0x8000001Du, level, a, b, c, d);
+      if ((a & 0x1f) == 0) break;     // no more caches
+      if (((a >> 5) & 0x7) == 3) {    // level 3: ways x partitions x line size x sets
+        const double ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1, line = (b & 0xfff) + 1;
+        return ways * partitions * line * (double(c) + 1);
+      }
+    }
+  if (max_leaf < 0x80000006u) return 0;
+  __cpuid(0x80000006u, a, b, c, d);
+  const double socket = double(d >> 18) * 512 * 1024;  // EDX[31:18], 512 KiB units
+  return socket < 32.0 * (1 << 20) ? socket : 32.0 * (1 << 20);
+}
+
+inline double prefetch_threshold_bytes() {
+  static const double threshold = [] {
+    const double l3 = amd_l3_bytes();
+    return l3 > double(1 << 20) ? l3 : double(1 << 20);
+  }();
+  return threshold;
+}
+#else
+inline double prefetch_threshold_bytes() { return double(1 << 20); }
+#endif
+
+// Whether a call that touches `bytes` of tensor data should prefetch.
+inline bool worth_prefetching(double bytes) { return bytes > prefetch_threshold_bytes(); }
 
 // Prefetches the cache lines of count values of T starting prefetch_bytes after p (read, keep in
 // all levels: the kernel reads then writes them).

@@ -46,8 +46,8 @@ template <class T>
 struct kernel_set {
   isa family;
   void (*rotate_token)(T*, std::int64_t, std::int64_t, const float*, const float*, int, int, int, layout, bool);
-  void (*rotate_token_combined)(T*, std::int64_t, std::int64_t, const double*, const double*, const double*,
-                                const double*, double, int, int, int, layout, bool);
+  void (*rotate_stored)(const token_rows<T>&, const pair_range&, const stored_angles&);
+  void (*rotate_combined)(const token_rows<T>&, const pair_range&, const combined_angles&);
   void (*cos_sin_seed)(std::int64_t, const double*, int, double, double, double*, double*);
   void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
@@ -118,7 +118,7 @@ inline bool has_avx512_bf16() {
 namespace detail {
 // The kernel sets of the namespace that holds one family's kernels.
 #define ROPEX_KERNEL_SET(family, ns, T) \
-  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_token_combined<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
+  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
 #define ROPEX_KERNEL_SETS(family, ns) \
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
     ROPEX_KERNEL_SET(family, ns, std::int8_t) }
@@ -138,7 +138,8 @@ inline const kernel_sets& avx512_kernels() {
     kernel_sets s = ROPEX_KERNEL_SETS(isa::avx512, avx512);
     if (has_avx512_bf16()) {
       s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
-      s.bf16.rotate_token_combined = &avx512_bf16::rotate_token_combined<bfloat16>;
+      s.bf16.rotate_stored = &avx512_bf16::rotate_rows<bfloat16>;
+      s.bf16.rotate_combined = &avx512_bf16::rotate_rows<bfloat16>;
     }
     return s;
   }();

@@ -1,5 +1,5 @@
-// Private: the rotation of one token's heads and the storage conversions, written once for every
-// SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines structs `f64` (exact_cos_sin.inl's
+// Private: the rotation of a batch of tokens (kernels/rotation_batch.hpp: rows, pairs, and stored
+// or combined cos/sin) and the storage conversions, written once for every SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines structs `f64` (exact_cos_sin.inl's
 // ops, included first) and `f32` of float-vector operations in its own namespace and target region,
 // then includes this file there, so the same source is compiled once per instruction set (no
 // #pragma once on purpose). The f32 ops:
@@ -207,97 +207,173 @@ using pair_block_for =
     std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>, pair_block_by_parity<T>, pair_block<T>>;
 
 // ---- head loops -----------------------------------------------------------------------------------
-// The coefficients of V blocks (n pairs, the last block possibly partial) are loaded into registers
-// once and every head of the token reuses them: one load and one store of x per vector, the
-// roofline's own instruction mix. Loading them per head adds loads, and in the memory-bound shapes
-// the extra load-buffer and reorder entries cut how many lines of x are in flight.
-template <class B, int V, bool full, class T, class Source>
-ROPEX_ALWAYS_INLINE void held_heads(T* x, std::int64_t heads, std::int64_t head_stride, const Source& from, int half, int n,
-                       bool prefetch) {
-  // `full`: the last block is whole too, so no tail form is compiled into the loop (on AVX2 a tail
-  // of 16-bit values is a memcpy, and a possible call would keep the coefficients out of registers).
-  const int tail = full ? B::pairs : n - (V - 1) * B::pairs;
-  typename B::coefficients k[V];
-#pragma GCC unroll 16
-  for (int v = 0; v < V; ++v) k[v] = B::load_coefficients(from, v * B::pairs, v == V - 1 ? tail : B::pairs);
-  for (std::int64_t h = 0; h < heads; ++h) {
-    T* head = x + h * head_stride;
-    if (prefetch) B::prefetch(head, half, n);
-#pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) B::rotate(head + v * B::values, half, k[v], v == V - 1 ? tail : B::pairs);
+// The coefficients of a token's blocks are loaded into registers once and every head reuses them:
+// one load and one store of x per vector, the roofline's own instruction mix. Loading them per
+// head adds loads, and in the memory-bound shapes the extra load-buffer and reorder entries cut
+// how many lines of x are in flight.
+//
+// How many blocks a head has is known only at run time, so the blocks are an unrolled chain
+// (load_held / rotate_held <0>, <1>, ...) that stops at the first block index equal to `whole`: one compare per
+// block, and one compiled body per block type whatever the head size. A partial last block (n not
+// a multiple of B::pairs) follows the whole ones in its own slot.
+// GCC cannot tell that a block is read only when it was loaded (both chains stop at the same
+// `whole`), and warns on the slots left unset.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+template <class B>
+inline constexpr int held_capacity = f32::held_registers / B::registers;
+
+template <class B, int V, class Source>
+ROPEX_ALWAYS_INLINE void load_held(typename B::coefficients* k, const Source& from, int whole, int tail) {
+  if constexpr (V < held_capacity<B>) {
+    if (V == whole) {
+      if (tail > 0) k[V] = B::load_coefficients(from, V * B::pairs, tail);
+      return;
+    }
+    k[V] = B::load_coefficients(from, V * B::pairs, B::pairs);
+    load_held<B, V + 1>(k, from, whole, tail);
   }
 }
 
-// held_heads with V = blocks, a compile-time constant from 1 to the register budget.
-template <class B, int V = 1, class T, class Source>
-inline void held_heads_of(int blocks, T* x, std::int64_t heads, std::int64_t head_stride, const Source& from,
-                          int half, int n, bool prefetch) {
-  if constexpr ((V + 1) * B::registers <= f32::held_registers) {
-    if (blocks > V) return held_heads_of<B, V + 1>(blocks, x, heads, head_stride, from, half, n, prefetch);
+template <class B, int V, class T>
+ROPEX_ALWAYS_INLINE void rotate_held(T* head, int half, const typename B::coefficients* k, int whole, int tail) {
+  if constexpr (V < held_capacity<B>) {
+    if (V == whole) {
+      if (tail > 0) B::rotate(head + V * B::values, half, k[V], tail);
+      return;
+    }
+    B::rotate(head + V * B::values, half, k[V], B::pairs);
+    rotate_held<B, V + 1>(head, half, k, whole, tail);
   }
-  if (n == V * B::pairs) held_heads<B, V, true>(x, heads, head_stride, from, half, n, prefetch);
-  else held_heads<B, V, false>(x, heads, head_stride, from, half, n, prefetch);
 }
 
-// More blocks than the register budget: the token's coefficients are prepared once into a stack
-// array and reloaded per head (L1 hits), up to staged_pairs pairs at a time. Walking every head
-// per chunk instead would revisit each head's lines, which costs where the tensor streams from memory.
+// Token t of every tensor in `rows`, n pairs in at most held_capacity<B> blocks, starting `offset`
+// elements into each head: q and k share the coefficients.
+template <class B, class T, class Source>
+ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, int offset, const Source& from,
+                                    int half, int n, bool prefetch) {
+  const int whole = n / B::pairs, tail = n - whole * B::pairs;
+  typename B::coefficients k[held_capacity<B>];
+  load_held<B, 0>(k, from, whole, tail);
+  for (int v = 0; v < rows.count; ++v) {
+    T* x = rows.row(v, t) + offset;
+    const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      T* head = x + h * stride;
+      if (prefetch) B::prefetch(head, half, n);
+      rotate_held<B, 0>(head, half, k, whole, tail);
+    }
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// More blocks than registers hold: the token's coefficients are prepared once into a stack array
+// and reloaded per head (L1 hits), up to staged_pairs pairs at a time. Walking every head per
+// chunk instead would revisit each head's lines, which costs where the tensor streams from memory.
 inline constexpr int staged_pairs = 256;
 
 template <class B, class T, class Source>
-inline void staged_heads(T* x, std::int64_t heads, std::int64_t head_stride, const Source& from, int half, int n,
-                         bool prefetch) {
+void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const Source& from, int half, int n,
+                  bool prefetch) {
   constexpr int capacity = staged_pairs / B::pairs;
   typename B::coefficients k[capacity];
   for (int begin = 0; begin < n; begin += capacity * B::pairs) {
     const int m = n - begin < capacity * B::pairs ? n - begin : capacity * B::pairs;
     const int blocks = (m + B::pairs - 1) / B::pairs, tail = m - (blocks - 1) * B::pairs;
-    for (int v = 0; v < blocks; ++v)
-      k[v] = B::load_coefficients(from, begin + v * B::pairs, v == blocks - 1 ? tail : B::pairs);
-    for (std::int64_t h = 0; h < heads; ++h) {
-      T* head = x + h * head_stride + begin / B::pairs * B::values;
-      if (prefetch) B::prefetch(head, half, m);
-      for (int v = 0; v + 1 < blocks; ++v) B::rotate(head + v * B::values, half, k[v], B::pairs);
-      B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail);
+    for (int b = 0; b < blocks; ++b)
+      k[b] = B::load_coefficients(from, begin + b * B::pairs, b == blocks - 1 ? tail : B::pairs);
+    for (int v = 0; v < rows.count; ++v) {
+      T* x = rows.row(v, t) + offset + begin / B::pairs * B::values;
+      const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        T* head = x + h * stride;
+        if (prefetch) B::prefetch(head, half, m);
+        for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs);
+        B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail);
+      }
     }
   }
 }
 
+// ---- where a batch's tokens take their coefficients from (kernels/rotation_batch.hpp) ----------
+struct stored_source {
+  const stored_angles& angles;
+  stored_coefficients at(std::int64_t t) const {
+    const std::int64_t r = (angles.rows ? angles.rows[t] : t) * angles.stride;
+    return {angles.cos + r, angles.sin + r};
+  }
+};
+
+// The seed of the block last reached, on this call's stack; cos_sin_seed is this family's own.
+struct combined_source {
+  combined_source(const combined_angles& a, int pairs) : angles(a), n(pairs) {}
+  const combined_angles& angles;
+  int n;
+  std::int64_t start = 0;
+  bool seeded = false;
+  alignas(64) double seed_cos[max_combined_pairs];
+  alignas(64) double seed_sin[max_combined_pairs];
+
+  combined_coefficients at(std::int64_t t) {
+    const std::int64_t p = angles.positions ? angles.positions[t] : angles.position;
+    const std::int64_t s = block_start(p);
+    if (!seeded || s != start) {
+      cos_sin_seed(s, angles.inv_freq, n, angles.magnitude, angles.sign, seed_cos, seed_sin);
+      start = s;
+      seeded = true;
+    }
+    const std::int64_t k = (p - s) * angles.step_stride;
+    return {seed_cos, seed_sin, angles.step_cos + k, angles.step_sin + k, angles.sign};
+  }
+};
+
+// The batch with block type B: per token, its coefficients once, then every head of each tensor.
 template <class B, class T, class Source>
-inline void rotate_heads(T* x, std::int64_t heads, std::int64_t head_stride, const Source& from, int half, int n,
-                         bool prefetch) {
-  const int blocks = (n + B::pairs - 1) / B::pairs;
-  if (blocks * B::registers <= f32::held_registers)
-    held_heads_of<B>(blocks, x, heads, head_stride, from, half, n, prefetch);
-  else
-    staged_heads<B>(x, heads, head_stride, from, half, n, prefetch);
+void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
+  const int n = range.last - range.first;
+  if ((n + B::pairs - 1) / B::pairs <= held_capacity<B>) {
+    for (std::int64_t t = 0; t < rows.tokens; ++t)
+      held_token<B>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
+  } else {
+    for (std::int64_t t = 0; t < rows.tokens; ++t)
+      staged_token<B>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
+  }
 }
 
 template <class T, class Source>
-inline void rotate_token_from(T* token, std::int64_t heads, std::int64_t head_stride, const Source& from, int first,
-                              int last, int half, layout pairing, bool prefetch) {
-  const int n = last - first;
-  if (n <= 0) return;
-  if (pairing == layout::half)
-    rotate_heads<half_block_for<T>>(token + first, heads, head_stride, from, half, n, prefetch);
-  else
-    rotate_heads<pair_block_for<T>>(token + 2 * first, heads, head_stride, from, half, n, prefetch);
+void rotate_batch(const token_rows<T>& rows, const pair_range& range, Source& source) {
+  if (range.last <= range.first) return;
+  if (range.pairing == layout::half) rotate_batch_as<half_block_for<T>>(rows, range, source, range.first);
+  else rotate_batch_as<pair_block_for<T>>(rows, range, source, 2 * range.first);
 }
 
-// Same contract as scalar::rotate_token.
+// Same contracts as scalar::rotate_rows.
+template <class T>
+void rotate_rows(const token_rows<T>& rows, const pair_range& range, const stored_angles& angles) {
+  stored_source source{angles};
+  rotate_batch(rows, range, source);
+}
+template <class T>
+void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combined_angles& angles) {
+  combined_source source{angles, range.last - range.first};
+  rotate_batch(rows, range, source);
+}
+
+// Same contract as scalar::rotate_token: one token, stored coefficients.
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                   int first, int last, int half, layout pairing, bool prefetch) {
-  rotate_token_from(token, heads, head_stride, stored_coefficients{cos, sin}, first, last, half, pairing, prefetch);
-}
-
-// Same contract as scalar::rotate_token_combined.
-template <class T>
-void rotate_token_combined(T* token, std::int64_t heads, std::int64_t head_stride, const double* seed_cos,
-                           const double* seed_sin, const double* step_cos, const double* step_sin, double sign,
-                           int first, int last, int half, layout pairing, bool prefetch) {
-  rotate_token_from(token, heads, head_stride, combined_coefficients{seed_cos, seed_sin, step_cos, step_sin, sign},
-                    first, last, half, pairing, prefetch);
+  token_rows<T> rows;
+  rows.tensors[0] = {token, 0, heads, head_stride};
+  rows.count = 1;
+  rows.tokens = 1;
+  rotate_rows(rows, pair_range{first, last, half, pairing, prefetch}, stored_angles{cos, sin, nullptr, 0});
 }
 
 // ---- storage conversions of arrays (same contract as scalar::to_float / from_float) ------------

@@ -8,6 +8,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"
+#include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
@@ -72,16 +73,37 @@ inline void cos_sin_combine(const double* seed_cos, const double* seed_sin, cons
   }
 }
 
-// rotate_token with cos/sin formed from the exact seed of the token's block and the step rows by
-// cos_sin_combine (the SIMD kernels form them in registers, never storing them): the same bits as
-// cos_sin_combine followed by rotate_token. n = last - first <= 128.
+// A batch of tokens (kernels/rotation_batch.hpp): token t of every tensor in `rows` rotated as
+// rotate_token does, with the cos/sin of stored_angles' row, or with those cos_sin_seed (the seed
+// of the position's block) and cos_sin_combine (step row position - block start) form. The SIMD
+// kernels form the combined values in registers, never storing them, with the same bits.
 template <class T>
-void rotate_token_combined(T* token, std::int64_t heads, std::int64_t head_stride, const double* seed_cos,
-                           const double* seed_sin, const double* step_cos, const double* step_sin, double sign,
-                           int first, int last, int half, layout pairing, bool prefetch) {
-  float cos[128], sin[128];
-  cos_sin_combine(seed_cos, seed_sin, step_cos, step_sin, last - first, sign, cos, sin);
-  rotate_token(token, heads, head_stride, cos, sin, first, last, half, pairing, prefetch);
+void rotate_rows(const token_rows<T>& rows, const pair_range& range, const stored_angles& angles) {
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    const std::int64_t r = (angles.rows ? angles.rows[t] : t) * angles.stride;
+    for (int v = 0; v < rows.count; ++v)
+      rotate_token(rows.row(v, t), rows.tensors[v].heads, rows.tensors[v].head_stride, angles.cos + r, angles.sin + r,
+                   range.first, range.last, range.half, range.pairing, range.prefetch);
+  }
+}
+template <class T>
+void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combined_angles& angles) {
+  const int n = range.last - range.first;
+  double seed_cos[max_combined_pairs], seed_sin[max_combined_pairs];
+  float cos[max_combined_pairs], sin[max_combined_pairs];
+  std::int64_t start = 0;
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    const std::int64_t p = angles.positions ? angles.positions[t] : angles.position;
+    if (t == 0 || block_start(p) != start) {
+      start = block_start(p);
+      cos_sin_seed(start, angles.inv_freq, n, angles.magnitude, angles.sign, seed_cos, seed_sin);
+    }
+    const std::int64_t k = (p - start) * angles.step_stride;
+    cos_sin_combine(seed_cos, seed_sin, angles.step_cos + k, angles.step_sin + k, n, angles.sign, cos, sin);
+    for (int v = 0; v < rows.count; ++v)
+      rotate_token(rows.row(v, t), rows.tensors[v].heads, rows.tensors[v].head_stride, cos, sin, range.first,
+                   range.last, range.half, range.pairing, range.prefetch);
+  }
 }
 
 // Storage conversions of n values (round to nearest even, NaN stays NaN; types.hpp).
