@@ -4,11 +4,11 @@
 # measured on it means anything.
 #   cmake -DSTUDY=ropex-study -DMODEL=dir -DTEXT=file -DOUT=dir -DMIN_ACCURACY=0.95 -P check_trained_model.cmake
 #
-# Why the trials are pooled over policies and depths: a cell of 20 trials has a standard error of
-# ~5 points near 0.95, so a per-cell gate fails on two misses, and the model misses about 1% of keys
-# at 128 bytes (its misses gather at depth 100%, the needle right before the question). At factor 1
-# plain and YaRN are the same function (YaRN with factor 1 is plain RoPE), so the 2 policies x 3
-# depths x 40 trials are 240 draws of one accuracy. The gate allows floor(0.05 x 240) = 12 misses:
+# Why the trials are pooled over policies and depths: a cell of 20 trials has a standard error
+# of ~5 points near 0.95, so a per-cell gate fails on two misses, and the model misses about 0.5%
+# of keys at 128 bytes (its misses gather at depth 100%, the needle right before the question).
+# At factor 1 plain and YaRN are the same function (YaRN with factor 1 is plain RoPE), so the
+# 2 policies x 3 depths x 40 trials are 240 draws of one accuracy. The gate allows floor(0.05 x 240) = 12 misses:
 # at a 1% miss rate it fails with probability ~1e-6 (binomial), at 2% ~1e-3, while a model that
 # retrieves 90% passes with probability 0.004 and a broken forward (accuracy near 0) always fails.
 # The study is seeded, so a given build gives the same answer every run; the margin covers compilers
