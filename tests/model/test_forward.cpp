@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,12 +14,15 @@ using namespace ropex_test;
 namespace {
 
 // Tolerance of the float32 forward against the double reference, |got - ref| <= tol (1 + |ref|).
-// Each float matmul here sums <= 40 products (relative error <= 40 * 2^-24 ~ 2.4e-6 of the sum
-// of magnitudes); two residual blocks, RMSNorm, SiLU and ropex's float softmax (<= 6 u per
-// probability) compound this to ~1e-5 on logits of magnitude ~1, and RoPE's float angles add
-// ~ position * 2^-24 relative. 1e-4 leaves a wide margin (measured worst case 1.7e-6, BF16
-// weights); the sensitivity check below shows a wrong policy moves logits by far more.
-constexpr double tolerance = 1e-4;
+// A float dot product of k terms errs by <= k u of its magnitudes (u = 2^-24). Summed along one
+// token's path through a layer: RMSNorm (~12 u), the q/k/v projections (24 terms), RoPE (its float
+// angles ~ position u, position <= 70), scores (<= 8), ropex's float softmax (<= 6 u per
+// probability), the weighted sum over <= 70 keys, o_proj (<= 32), RMSNorm, gate/up (24), SiLU and
+// down_proj (40): <= ~300 u per layer. Two layers, the final RMSNorm and lm_head (24) give
+// ~650 u = 3.9e-5, with gains ~1 at these weight scales (RMSNorm renormalises, projections are
+// scaled by 1.7 / sqrt(fan-in)). Measured worst case 2.3e-6 (Qwen3 under NTK); the sensitivity
+// checks below show a wrong policy moves logits by 100x the tolerance or more.
+constexpr double tolerance = 4e-5;
 
 const std::vector<std::int64_t> tokens = {3, 17, 0, 36, 5, 5, 22, 9, 30, 1, 12};
 
@@ -40,15 +44,17 @@ struct loaded {
       : dir(name), spec_model(write_tiny_model(dir.path, s)), model(ropex::transformer_model::load(dir.path)) {}
 };
 
-void check_model(const std::string& name, const tiny_spec& s) {
+// `policy` replaces the checkpoint's RoPE scaling when given (forward_options::policy).
+void check_model(const std::string& name, const tiny_spec& s, const std::optional<ropex::scaling>& policy = {}) {
   loaded l(name, s);
   const ropex::transformer_forward fwd(l.model);
   ropex::kv_cache cache(l.model.config);
   ropex::forward_options o;
   o.capture = ropex::attention_request{};
   o.layer_entropy = true;
+  o.policy = policy;
   const auto got = fwd.run(tokens, cache, o);
-  const auto ref = reference_forward(l.spec_model, tokens, l.model.config.rope.policy,
+  const auto ref = reference_forward(l.spec_model, tokens, policy ? *policy : l.model.config.rope.policy,
                                      l.model.config.rope.softmax_scale_multiplier);
   const double err = max_error(got.logits, ref.logits);
   INFO(name << ": max relative logit error " << err);
@@ -65,6 +71,53 @@ void check_model(const std::string& name, const tiny_spec& s) {
   for (std::size_t layer = 0; layer < ref.layer_entropy.size(); ++layer)
     CHECK(got.layer_entropy[layer] == Approx(ref.layer_entropy[layer]).margin(tolerance));
 }
+
+// The architectures of the policy sweep: Llama (GQA), Qwen2 (q/k/v bias), Qwen3 (q/k RMSNorm,
+// head_dim 8 apart from hidden / heads) and Mistral (sliding window).
+std::vector<std::pair<std::string, tiny_spec>> architectures() {
+  tiny_spec llama, qwen2, qwen3, mistral;
+  qwen2.model_type = "qwen2";
+  qwen3.model_type = "qwen3";
+  qwen3.head_dim = 8;
+  mistral.model_type = "mistral";
+  mistral.sliding_window = 4;
+  return {{"llama", llama}, {"qwen2", qwen2}, {"qwen3", qwen3}, {"mistral", mistral}};
+}
+
+// Every rope_scaling config.json can name, for a head of `pairs` frequency pairs. The original
+// lengths (4) lie inside the 11-token sequence, so every policy changes the frequencies it sees.
+std::vector<std::pair<std::string, nlohmann::json>> config_policies(int pairs) {
+  std::vector<double> short_factor, long_factor;
+  for (int i = 0; i < pairs; ++i) {
+    short_factor.push_back(1 + 0.5 * i);
+    long_factor.push_back(std::pow(3.0, i));
+  }
+  return {
+      {"linear", {{"rope_type", "linear"}, {"factor", 2.0}}},
+      {"dynamic", {{"rope_type", "dynamic"}, {"factor", 3.0}}},
+      {"yarn", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 4}}},
+      // ropex-study's yarn-no-temperature: YaRN's frequencies, attention factor 1.
+      {"yarn-no-temperature",
+       {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", 1.0}, {"original_max_position_embeddings", 4}}},
+      {"llama3",
+       {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+        {"original_max_position_embeddings", 4}}},
+      {"longrope",
+       {{"rope_type", "longrope"}, {"short_factor", short_factor}, {"long_factor", long_factor},
+        {"original_max_position_embeddings", 4}}},
+      // int(0.75 * head_dim // 2) pairs turn, the last one (or more) has frequency 0.
+      {"proportional", {{"rope_type", "proportional"}, {"factor", 2.0}, {"partial_rotary_factor", 0.75}}},
+  };
+}
+
+// The policies without a config.json name, applied as an override: NTK and ggml's per-pair divisors.
+std::vector<std::pair<std::string, ropex::scaling>> override_policies(int pairs) {
+  std::vector<double> divisors;
+  for (int i = 0; i < pairs; ++i) divisors.push_back(1 + 2.5 * i);
+  return {{"ntk", ropex::ntk{4.0}}, {"freq_factors", ropex::freq_factors{divisors}}};
+}
+
+int pairs_of(const tiny_spec& s) { return (s.head_dim ? s.head_dim : s.hidden / s.heads) / 2; }
 
 }  // namespace
 
@@ -132,33 +185,28 @@ TEST_CASE("config: layer_types chooses the windowed layers", "[forward]") {
   CHECK_THROWS_WITH(ropex::transformer_config_from_json(m.config), contains_text("layer_types"));
 }
 
-TEST_CASE("forward: every RoPE policy of config.json", "[forward]") {
-  const std::vector<std::pair<std::string, nlohmann::json>> policies = {
-      {"linear", {{"rope_type", "linear"}, {"factor", 2.0}}},
-      {"dynamic", {{"rope_type", "dynamic"}, {"factor", 3.0}}},
-      {"yarn", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 4}}},
-      {"llama3",
-       {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-        {"original_max_position_embeddings", 4}}},
-      {"longrope",
-       {{"rope_type", "longrope"}, {"short_factor", {1.0, 1.5, 2.0}}, {"long_factor", {1.0, 3.0, 9.0}},
-        {"original_max_position_embeddings", 4}}},
-  };
-  for (const auto& [name, rope] : policies) {
-    tiny_spec s;
-    s.rope_scaling = rope;
-    if (name == "dynamic") s.max_position = 4;  // the sequence (11) runs past it, so the base grows
-    if (name == "longrope") s.max_position = 16;
-    check_model("rope-" + name, s);
+TEST_CASE("forward: every RoPE policy on Llama, Qwen2, Qwen3 and Mistral", "[forward]") {
+  for (const auto& [arch, base] : architectures()) {
+    for (const auto& [name, rope] : config_policies(pairs_of(base))) {
+      tiny_spec s = base;
+      s.rope_scaling = rope;
+      if (name == "dynamic") s.max_position = 4;  // the sequence (11) runs past it, so the base grows
+      if (name == "longrope") s.max_position = 16;
+      check_model(arch + "-rope-" + name, s);
+    }
+    for (const auto& [name, policy] : override_policies(pairs_of(base))) check_model(arch + "-override-" + name, base, policy);
   }
 }
 
-TEST_CASE("forward: a policy override, and ntk (no HF name)", "[forward]") {
+TEST_CASE("forward: a policy override: NTK, YaRN with and without temperature, proportional, freq_factors", "[forward]") {
   tiny_spec s;
   loaded l("override", s);
   const ropex::transformer_forward fwd(l.model);
-  const std::vector<ropex::scaling> policies = {ropex::ntk{4.0}, ropex::linear{3.0},
-                                                ropex::yarn{8.0, 4, 32, 1, 0, 0, 0, true}};
+  const ropex::yarn with_temperature{8.0, 4, 32, 1, 0, 0, 0, true};
+  ropex::yarn no_temperature = with_temperature;
+  no_temperature.attention_factor = 1;
+  const std::vector<ropex::scaling> policies = {ropex::ntk{4.0}, ropex::linear{3.0}, with_temperature, no_temperature,
+                                                ropex::proportional{2.0, 0.75}, ropex::freq_factors{{1.0, 3.5, 6.0}}};
   for (const auto& p : policies) {
     ropex::kv_cache cache(l.model.config);
     ropex::forward_options o;
@@ -170,6 +218,12 @@ TEST_CASE("forward: a policy override, and ntk (no HF name)", "[forward]") {
     // Sensitivity: the same model under plain RoPE differs by orders of magnitude more.
     CHECK(max_error(got.logits, reference_forward(l.spec_model, tokens, ropex::plain{}).logits) > 100 * tolerance);
   }
+  // An attention factor of 1 is kept, not taken for "derive it from the factor" (0.1 ln 8 + 1).
+  ropex::kv_cache cache(l.model.config);
+  ropex::forward_options o;
+  o.policy = no_temperature;
+  CHECK(max_error(fwd.run(tokens, cache, o).logits, reference_forward(l.spec_model, tokens, with_temperature).logits) >
+        100 * tolerance);
 }
 
 TEST_CASE("forward: the KV cache, chunked calls, threads and last-row logits agree", "[forward]") {

@@ -138,6 +138,10 @@ TEST_CASE("safetensors: memory-mapped and read files agree, sharded index", "[sa
   const auto mapped = ropex::safetensors_file::open(dir.path / "model.safetensors");
   const auto read = ropex::safetensors_file::open(dir.path / "model.safetensors", ropex::load_mode::read);
   REQUIRE_FALSE(read.mapped());
+#ifdef ROPEX_SAFETENSORS_MMAP
+  // A regular non-empty file on a POSIX system is mapped, not silently read into a buffer.
+  REQUIRE(mapped.mapped());
+#endif
   REQUIRE(ropex::tensor_to_float(mapped.at("a.weight")) == ropex::tensor_to_float(read.at("a.weight")));
   REQUIRE_THROWS_AS(ropex::safetensors_file::open(dir.path / "absent.safetensors"), std::runtime_error);
 
