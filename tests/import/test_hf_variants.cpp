@@ -9,8 +9,10 @@
 #include "ropex/ropex.hpp"
 
 namespace {
+// A proportional config without a model type, so only the rope dict decides (Gemma 4's own
+// global_head_dim rule is tested on its config below).
 std::string gemma4_style(const std::string& rope) {
-  return R"({"model_type": "gemma4_text", "head_dim": 256, "hidden_size": 2560, "num_attention_heads": 8,
+  return R"({"head_dim": 256, "hidden_size": 2560, "num_attention_heads": 8,
     "max_position_embeddings": 131072, )" + rope + "}";
 }
 }  // namespace
@@ -198,4 +200,95 @@ TEST_CASE("MLA recipe: DeepSeek-V3 rotates the qk_rope_head_dim slice after the 
       CHECK(q[static_cast<std::size_t>(r * qk_head_dim + nope + c)] == slices[static_cast<std::size_t>(r * rope_dim + c)]);
   }
   CHECK(m.softmax_scale_multiplier == Approx(1.87385).epsilon(1e-5));
+}
+
+TEST_CASE("hf: Gemma 4 31B: full-attention layers turn over global_head_dim 512, sliding over head_dim 256",
+          "[import][hf]") {
+  const auto m = ropex::load_hf_config(hf_data("gemma-4-31b-it.json"));
+  CHECK(m.model_type == "gemma4_text");
+  CHECK(m.config.layout == ropex::layout::half);
+  // config/policy: the full-attention layers (HF passes head_dim_key="global_head_dim" to proportional).
+  CHECK(m.config.head_dim == 512);
+  CHECK(ropex::rotary_dim_of(m.config) == 512);
+  CHECK(m.config.base == 1e6);
+  const auto& p = std::get<ropex::proportional>(m.policy);
+  CHECK(p.partial_rotary_factor == 0.25);
+  CHECK(ropex::proportional_rope_angles(m.config, p) == 64);  // int(0.25 * 512 // 2)
+  CHECK(m.notes.empty());
+  REQUIRE(m.layers.size() == 60);
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    INFO("layer " << i);
+    const auto& l = m.layers[i];
+    CHECK(l.rotates);
+    if ((i + 1) % 6 == 0) {
+      CHECK(l.layer_type == "full_attention");
+      CHECK(l.config.head_dim == 512);
+      CHECK(ropex::rotary_dim_of(l.config) == 512);
+      CHECK(std::holds_alternative<ropex::proportional>(l.policy));
+    } else {
+      CHECK(l.layer_type == "sliding_attention");
+      CHECK(l.config.head_dim == 256);
+      CHECK(ropex::rotary_dim_of(l.config) == 256);
+      CHECK(l.config.base == 1e4);
+      CHECK(std::holds_alternative<ropex::plain>(l.policy));
+    }
+  }
+  // Full layers: inv[i] = 1e6^(-2i/512) for i < 64, then 192 zeros (docs/formulas.md 2.10 over 512).
+  const auto f = ropex::make_frequencies(m.layers[5].config, m.layers[5].policy);
+  REQUIRE(f.inv_freq.size() == 256);
+  for (int i = 0; i < 256; ++i) {
+    const long double want = i < 64 ? powl(1e6L, -2.0L * i / 512) : 0.0L;
+    CHECK(std::fabs(static_cast<long double>(f.inv_freq[static_cast<std::size_t>(i)]) - want) <= 1e-14L * want);
+  }
+  // Sliding layers: default RoPE over 256, 1e4^(-2i/256).
+  const auto s = ropex::make_frequencies(m.layers[0].config, m.layers[0].policy);
+  REQUIRE(s.inv_freq.size() == 128);
+  for (int i = 0; i < 128; ++i) {
+    const long double want = powl(1e4L, -2.0L * i / 256);
+    CHECK(std::fabs(static_cast<long double>(s.inv_freq[static_cast<std::size_t>(i)]) - want) <= 1e-14L * want);
+  }
+  // The sliding entry on request: head_dim, not global_head_dim.
+  ropex::import_options o;
+  o.layer_type = "sliding_attention";
+  const auto sliding = ropex::load_hf_config(hf_data("gemma-4-31b-it.json"), o);
+  CHECK(sliding.config.head_dim == 256);
+  CHECK(std::holds_alternative<ropex::plain>(sliding.policy));
+}
+
+TEST_CASE("hf: Gemma 4 defaults: global_head_dim 512, pattern of 6, last layer full, stray rope keys", "[import][hf]") {
+  // No global_head_dim, no layer_types: HF's defaults (512; every 6th layer full, the last one forced
+  // full). The nested dict also carries a stray flat "rope_type"/"rope_theta" pair, which
+  // transformers ignores once layer types are known.
+  const auto m = ropex::parse_hf_config(R"({"model_type": "gemma4_text", "head_dim": 256, "hidden_size": 2304,
+    "num_attention_heads": 8, "num_hidden_layers": 8, "max_position_embeddings": 131072,
+    "rope_parameters": {"rope_type": "default", "rope_theta": null,
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})");
+  CHECK(m.config.head_dim == 512);
+  REQUIRE(m.layers.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    INFO("layer " << i);
+    const bool full = i == 5 || i == 7;
+    CHECK(m.layers[i].layer_type == (full ? "full_attention" : "sliding_attention"));
+    CHECK(m.layers[i].config.head_dim == (full ? 512 : 256));
+  }
+  CHECK(m.notes.size() == 2);  // the default global_head_dim, the forced last layer
+  // Explicit layer_types make the stray keys harmless too; a missing entry lists only layer types.
+  const std::string explicit_types = R"({"model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 128,
+    "num_attention_heads": 8, "hidden_size": 2048, "num_hidden_layers": 2,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "rope_parameters": {"rope_type": "default",
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})";
+  const auto e = ropex::parse_hf_config(explicit_types);
+  CHECK(e.config.head_dim == 128);
+  CHECK(e.layers[0].config.head_dim == 256);
+  ropex::import_options o;
+  o.layer_type = "chunked_attention";
+  CHECK_THROWS_WITH(ropex::parse_hf_config(explicit_types, o),
+                    contains_text("has no entry for layer type \"chunked_attention\" (available: full_attention, "
+                                  "sliding_attention)"));
+  CHECK_THROWS_WITH(ropex::parse_hf_config(R"({"model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 0,
+    "num_attention_heads": 8, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25}})"),
+                    contains_text("global_head_dim"));
 }
