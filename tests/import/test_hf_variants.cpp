@@ -147,6 +147,7 @@ TEST_CASE("hf: Llama 4 Scout: NoPE every 4th layer, q temperature, qk norm", "[i
   CHECK(m.nope_q_temperature->attn_scale == 0.1);
   CHECK(m.nope_q_temperature->floor_scale == 8192);
   CHECK(m.qk_norm_after_rope);
+  CHECK(m.qk_norm_eps == 1e-5);  // rms_norm_eps
   // t(p) = log(floor((p + 1) / 8192) + 1) * 0.1 + 1.
   CHECK(m.nope_q_temperature->at(0) == 1.0);
   CHECK(m.nope_q_temperature->at(8190) == 1.0);
@@ -291,4 +292,31 @@ TEST_CASE("hf: Gemma 4 defaults: global_head_dim 512, pattern of 6, last layer f
   CHECK_THROWS_WITH(ropex::parse_hf_config(R"({"model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 0,
     "num_attention_heads": 8, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25}})"),
                     contains_text("global_head_dim"));
+}
+
+TEST_CASE("Llama 4 qk norm recipe: rms_norm_heads without weight is HF's Llama4TextL2Norm", "[import][hf]") {
+  const auto m = ropex::load_hf_config(hf_data("llama-4-scout-17b-16e.json"));
+  REQUIRE(m.qk_norm_after_rope);
+  const int d = m.config.head_dim;  // 128
+  REQUIRE(d == 128);
+  const std::int64_t tokens = 3, heads = 4;
+  std::vector<float> q(static_cast<std::size_t>(tokens * heads * d));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.73f * static_cast<float>(i) + 0.1f);
+  // Row 1 is tiny, so eps dominates its mean square: a wrong eps moves it by far more than rounding.
+  for (int c = 0; c < d; ++c) q[static_cast<std::size_t>(d + c)] *= 1e-3f;
+  const std::vector<float> before = q;
+  ropex::rms_norm_heads(ropex::contiguous_view(q.data(), tokens, heads, d), ropex::rms_norm{nullptr, m.qk_norm_eps}, d);
+  // HF: x * rsqrt(mean(x^2) + eps), here in double. ropex sums squares in 16 float lanes of d/16 terms
+  // folded 4 times ((d/16 + 4) u on the sum, half of it on the root), then divides (exact: d is a
+  // power of two), adds eps, takes sqrt, 1/x and the product (1 u each): (d/16 + 4)/2 + 4 u.
+  const double bound = ((d / 16.0 + 4) / 2 + 4) * 0x1p-24;
+  for (std::int64_t r = 0; r < tokens * heads; ++r) {
+    double sum = 0;
+    for (int c = 0; c < d; ++c) sum += double(before[std::size_t(r * d + c)]) * before[std::size_t(r * d + c)];
+    const double scale = 1 / std::sqrt(sum / d + m.qk_norm_eps);
+    for (int c = 0; c < d; ++c) {
+      const double want = before[std::size_t(r * d + c)] * scale;
+      REQUIRE(std::fabs(q[std::size_t(r * d + c)] - want) <= bound * std::fabs(want));
+    }
+  }
 }

@@ -433,7 +433,9 @@ int main(int argc, char** argv) {
         if (m.nope_q_temperature)
           std::printf("NoPE q temperature: log(floor((p + 1) / %g) + 1) * %g + 1\n", m.nope_q_temperature->floor_scale,
                       m.nope_q_temperature->attn_scale);
-        if (m.qk_norm_after_rope) std::printf("q, k L2-normalised after RoPE on rotating layers (use_qk_norm)\n");
+        if (m.qk_norm_after_rope)
+          std::printf("q, k RMS-normalised without weight after RoPE on rotating layers (use_qk_norm, eps %g)\n",
+                      m.qk_norm_eps);
       }
       std::printf("\n%5s  %-14s  %-14s  %-12s  %-10s  %s\n", "pair", "inv_freq", "wavelength", "wl/context", "scale",
                   "region");

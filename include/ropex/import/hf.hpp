@@ -523,6 +523,11 @@ inline void add_layers(const json& root, const import_options& options, model_ro
     }
     const found qk = lookup({&cfg}, "use_qk_norm");
     out.qk_norm_after_rope = qk ? as_bool(qk) : true;  // HF default True
+    if (out.qk_norm_after_rope) {
+      // HF Llama4TextAttention builds its Llama4TextL2Norm with config.rms_norm_eps (default 1e-5).
+      const found eps = lookup({&cfg}, "rms_norm_eps");
+      out.qk_norm_eps = eps ? as_non_negative(eps) : 1e-5;
+    }
   }
   if (types.empty() && rope_layers.empty()) return;
 

@@ -51,8 +51,13 @@ struct model_rope {
   std::vector<layer_rope> layers;
   // Llama 4 attn_temperature_tuning: scale q by this on the layers that do not rotate.
   std::optional<attention_temperature> nope_q_temperature;
-  // Llama 4 use_qk_norm: q and k are L2-normalised after RoPE on the layers that rotate.
+  // Llama 4 use_qk_norm: after RoPE, on the layers that rotate, HF normalises every q and k head
+  // row as x * rsqrt(mean(x^2) + eps) in float, with no weight: an RMSNorm without weight (the row
+  // ends with RMS 1, not L2 norm 1, despite the module's name Llama4TextL2Norm).
+  // ropex::rms_norm_heads(view, ropex::rms_norm{nullptr, qk_norm_eps}) computes it (docs/import.md).
   bool qk_norm_after_rope = false;
+  // The eps of that norm: HF passes rms_norm_eps (default 1e-5); 0 when qk_norm_after_rope is false.
+  double qk_norm_eps = 0;
 };
 
 // Caller choices shared by both importers.
