@@ -320,3 +320,76 @@ TEST_CASE("Llama 4 qk norm recipe: rms_norm_heads without weight is HF's Llama4T
     }
   }
 }
+
+TEST_CASE("gguf: Gemma 4 31B sliding-window layers (freq_base_swa, key_length_swa, pattern array) match config.json",
+          "[import][gguf][hf]") {
+  const auto hf = ropex::load_hf_config(hf_data("gemma-4-31b-it.json"));
+  // What convert_hf_to_gguf writes for Gemma 4: the full layers' width and base, the sliding
+  // layers' own, one pattern flag per layer, and proportional RoPE as a rope_freqs tensor
+  // (1 for the 64 turning pairs, 1e30 for the rest, used by the full layers only).
+  std::vector<bool> sliding;
+  for (const auto& l : hf.layers) sliding.push_back(l.layer_type == "sliding_attention");
+  std::vector<float> freqs(256, 1e30f);
+  for (int i = 0; i < 64; ++i) freqs[static_cast<std::size_t>(i)] = 1.0f;
+  ropex_test::gguf_writer w;
+  w.str("general.architecture", "gemma4")
+      .u32("gemma4.context_length", 262144)
+      .u32("gemma4.block_count", 60)
+      .u32("gemma4.embedding_length", 5376)
+      .u32("gemma4.attention.head_count", 32)
+      .u32("gemma4.attention.key_length", 512)
+      .u32("gemma4.attention.key_length_swa", 256)
+      .u32("gemma4.attention.sliding_window", 1024)
+      .bool_array("gemma4.attention.sliding_window_pattern", sliding)
+      .u32("gemma4.rope.dimension_count", 512)
+      .u32("gemma4.rope.dimension_count_swa", 256)
+      .f32("gemma4.rope.freq_base", 1e6f)
+      .f32("gemma4.rope.freq_base_swa", 1e4f)
+      .tensor_data("rope_freqs.weight", freqs);
+  const auto bytes = w.bytes();
+  const auto g = ropex::parse_gguf(bytes.data(), bytes.size());
+  CHECK(g.config.layout == hf.config.layout);
+  REQUIRE(g.layers.size() == hf.layers.size());
+  for (std::size_t i = 0; i < g.layers.size(); ++i) {
+    INFO("layer " << i);
+    const auto &a = g.layers[i], &b = hf.layers[i];
+    CHECK(a.layer_type == b.layer_type);
+    CHECK(a.config.head_dim == b.config.head_dim);
+    CHECK(ropex::rotary_dim_of(a.config) == ropex::rotary_dim_of(b.config));
+    CHECK(a.config.base == b.config.base);
+    if (i != 0 && i != 5) continue;  // one of each type is enough for the frequencies
+    const auto fa = ropex::make_frequencies(a.config, a.policy), fb = ropex::make_frequencies(b.config, b.policy);
+    REQUIRE(fa.inv_freq.size() == fb.inv_freq.size());
+    for (std::size_t j = 0; j < fa.inv_freq.size(); ++j) {
+      // ggml's 1e30 divisor stands for HF's zero frequency: 1e-30 rad/token turns nothing.
+      if (fb.inv_freq[j] == 0) CHECK(fa.inv_freq[j] <= 1e-30);
+      else CHECK(fa.inv_freq[j] == Approx(fb.inv_freq[j]).epsilon(1e-15));
+    }
+  }
+}
+
+TEST_CASE("gguf: Gemma 3 without a pattern key: llama.cpp's period 6, base 10000, no scaling on sliding layers",
+          "[import][gguf][hf]") {
+  const auto hf = ropex::load_hf_config(hf_data("gemma-3-4b-it.json"));
+  ropex_test::gguf_writer w;
+  w.str("general.architecture", "gemma3")
+      .u32("gemma3.context_length", 131072)
+      .u32("gemma3.block_count", 34)
+      .u32("gemma3.embedding_length", 2560)
+      .u32("gemma3.attention.head_count", 8)
+      .u32("gemma3.attention.key_length", 256)
+      .u32("gemma3.attention.sliding_window", 1024)
+      .f32("gemma3.rope.freq_base", 1e6f)
+      .str("gemma3.rope.scaling.type", "linear")
+      .f32("gemma3.rope.scaling.factor", 8.0f);
+  const auto bytes = w.bytes();
+  const auto g = ropex::parse_gguf(bytes.data(), bytes.size());
+  REQUIRE(g.layers.size() == 34);
+  for (std::size_t i = 0; i < 34; ++i) {
+    INFO("layer " << i);
+    CHECK(g.layers[i].layer_type == hf.layers[i].layer_type);
+    CHECK(g.layers[i].config.base == hf.layers[i].config.base);
+    CHECK(g.layers[i].policy.index() == hf.layers[i].policy.index());
+  }
+  CHECK(std::get<ropex::linear>(g.layers[5].policy).factor == 8.0);
+}
