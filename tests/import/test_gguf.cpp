@@ -188,6 +188,7 @@ TEST_CASE("gguf: deepseek2 MLA with yarn_log_multiplier gives the DeepSeek softm
   CHECK(m.config.layout == ropex::layout::interleaved);
   CHECK(m.config.head_dim == 64);
   CHECK(m.config.rotary_dim == 64);
+  CHECK(m.qk_nope_head_dim == 128);  // key_length 192 - rope.dimension_count 64
   // The stored float32 0.1 is divided by 0.1f as llama.cpp does, giving mscale_all_dim = 1
   // exactly, so the multiplier matches the HF closed form (0.1 ln 40 + 1)^2 to rounding.
   CHECK(std::get<ropex::yarn>(m.policy).mscale_all_dim == 1.0);
@@ -195,6 +196,16 @@ TEST_CASE("gguf: deepseek2 MLA with yarn_log_multiplier gives the DeepSeek softm
   CHECK(m.softmax_scale_multiplier == Approx(1.87385).epsilon(1e-5));
   const auto f = ropex::make_frequencies(m.config, m.policy);
   CHECK(f.attention_factor == Approx(1.0).epsilon(1e-12));
+  // Newer files: key_length is the absorbed width (kv_lora_rank + 64 = 576), key_length_mla the head's.
+  gguf_writer newer;
+  newer.str("general.architecture", "deepseek2")
+      .u32("deepseek2.context_length", 163840)
+      .u32("deepseek2.attention.key_length", 576)
+      .u32("deepseek2.attention.key_length_mla", 192)
+      .u32("deepseek2.attention.kv_lora_rank", 512)
+      .u32("deepseek2.rope.dimension_count", 64);
+  const auto absorbed = newer.bytes();
+  CHECK(ropex::parse_gguf(absorbed.data(), absorbed.size()).qk_nope_head_dim == 128);
 }
 
 TEST_CASE("gguf: linear, legacy scale_linear and attn_factor", "[import][gguf]") {

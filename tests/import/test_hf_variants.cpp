@@ -177,7 +177,8 @@ TEST_CASE("attention temperature scales q in place, rounded once per element", "
 
 TEST_CASE("MLA recipe: DeepSeek-V3 rotates the qk_rope_head_dim slice after the nope channels", "[import][hf][mla]") {
   const auto m = ropex::load_hf_config(hf_data("deepseek-v3.json"));
-  const int nope = 128, rope_dim = ropex::rotary_dim_of(m.config), qk_head_dim = nope + rope_dim;  // 192
+  const int nope = m.qk_nope_head_dim, rope_dim = ropex::rotary_dim_of(m.config), qk_head_dim = nope + rope_dim;
+  REQUIRE(nope == 128);  // qk_nope_head_dim
   REQUIRE(rope_dim == 64);
   const ropex::rotary_embedding rope(m.config, m.policy);
   const std::int64_t tokens = 5, heads = 4;

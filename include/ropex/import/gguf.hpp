@@ -611,6 +611,16 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
     // MLA (deepseek2): RoPE runs on its own rope.dimension_count slice, as in the HF importer.
     if (!rope_dims) keys.fail(p + "rope.dimension_count", "is required for MLA models (attention.kv_lora_rank set)");
     head_dim = *rope_dims;
+    // llama.cpp: n_embd_head_qk_nope = n_embd_head_k_mla - n_rot, where n_embd_head_k_mla is
+    // attention.key_length_mla when present (newer files, whose key_length is the absorbed width).
+    std::string key = p + "attention.key_length_mla";
+    auto qk_head = keys.integer_of(key, 1, max_dim);
+    if (!qk_head) qk_head = keys.integer_of(key = p + "attention.key_length", 1, max_dim);
+    if (qk_head) {
+      if (*qk_head < head_dim)
+        keys.fail(key, "(" + std::to_string(*qk_head) + ") is less than rope.dimension_count " + std::to_string(head_dim));
+      out.qk_nope_head_dim = static_cast<int>(*qk_head - head_dim);
+    }
   } else if (const auto key_length = keys.integer_of(p + "attention.key_length", 1, max_dim)) {
     head_dim = *key_length;
   } else {

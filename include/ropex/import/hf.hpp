@@ -263,6 +263,10 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
     // DeepSeek MLA rotates its own qk_rope_head_dim slice in full (HF DeepseekV3RotaryEmbedding
     // uses dim = qk_rope_head_dim); the nope channels never see RoPE.
     head_dim = rotary_dim = as_integer(mla_rope, 2, max_head_dim);
+    if (const found nope = lookup({&cfg}, "qk_nope_head_dim"))
+      out.qk_nope_head_dim = static_cast<int>(as_integer(nope, 0, max_head_dim));
+    else
+      out.notes.push_back("qk_nope_head_dim absent: qk_nope_head_dim left 0 (where the rope slice starts is unknown)");
   } else {
     const bool global_width = is_gemma4(out.model_type) && proportional_type && options.layer_type == "full_attention";
     if (found g = global_width ? lookup({&cfg}, "global_head_dim") : found{}) {
