@@ -394,3 +394,35 @@ TEST_CASE("gguf: Gemma 3 without a pattern key: llama.cpp's period 6, base 10000
   }
   CHECK(std::get<ropex::linear>(g.layers[5].policy).factor == 8.0);
 }
+
+TEST_CASE("hf: SmolLM3 no_rope_layers: 1 rotates, 0 is NoPE, as in Llama 4 but without temperature or qk norm",
+          "[import][hf]") {
+  // SmolLM3-3B's RoPE fields: 36 layers, every 4th NoPE, theta 5e6, 64k positions.
+  std::string list;
+  for (int i = 0; i < 36; ++i) list += std::string(i ? ", " : "") + ((i + 1) % 4 != 0 ? "1" : "0");
+  const auto m = ropex::parse_hf_config(R"({"model_type": "smollm3", "hidden_size": 2048, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "num_hidden_layers": 36, "max_position_embeddings": 65536, "rope_theta": 5000000.0,
+    "rope_scaling": null, "no_rope_layer_interval": 4, "use_sliding_window": false, "rms_norm_eps": 1e-06,
+    "no_rope_layers": [)" + list + "]}");
+  CHECK(m.config.layout == ropex::layout::half);  // SmolLM3 is a Llama with rotate_half
+  CHECK(m.config.head_dim == 128);
+  CHECK(m.config.base == 5e6);
+  REQUIRE(m.layers.size() == 36);
+  for (std::size_t i = 0; i < 36; ++i) {
+    INFO("layer " << i);
+    CHECK(m.layers[i].rotates == ((i + 1) % 4 != 0));
+  }
+  CHECK_FALSE(m.nope_q_temperature);
+  CHECK_FALSE(m.qk_norm_after_rope);
+  // Without a list: every no_rope_layer_interval-th layer; without rope_theta: SmolLM3's 2e6.
+  const auto d = ropex::parse_hf_config(R"({"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 6,
+    "no_rope_layer_interval": 3})");
+  REQUIRE(d.layers.size() == 6);
+  CHECK_FALSE(d.layers[2].rotates);
+  CHECK(d.layers[3].rotates);
+  CHECK_FALSE(d.layers[5].rotates);
+  CHECK(d.config.base == 2e6);
+  // A list shorter than the layers is refused (HF would index past its end).
+  CHECK_THROWS_WITH(ropex::parse_hf_config(R"({"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 4,
+    "no_rope_layers": [1, 1]})"), contains_text("no_rope_layers must be an array of at least num_hidden_layers = 4"));
+}

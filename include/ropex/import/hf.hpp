@@ -190,7 +190,8 @@ inline std::optional<layout> layout_of_model_type(const std::string& t) {
       "llama",    "mistral",     "mixtral",   "qwen2",           "qwen2_moe", "qwen3",       "qwen3_moe",
       "phi",      "phi3",        "phimoe",    "gpt_oss",         "gpt_neox",  "gemma",       "gemma2",
       "gemma3",   "gemma3_text", "gemma4",    "gemma4_text",     "olmo",      "olmo2",       "starcoder2",
-      "stablelm", "falcon",      "granite",   "cohere",          "internlm2", "qwen2_5_vl_text", "qwen2_vl"};
+      "stablelm", "falcon",      "granite",   "cohere",          "internlm2", "qwen2_5_vl_text", "qwen2_vl",
+      "smollm3"};
   for (const char* name : interleaved_types)
     if (t == name) return layout::interleaved;
   for (const char* name : half_types)
@@ -243,7 +244,8 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
   }
 
   // ---- base: rope_parameters.rope_theta, rope_theta, GPT-NeoX rotary_emb_base, HF default 1e4 --
-  double base = 10000.0;
+  // (SmolLM3Config's default is 2e6)
+  double base = out.model_type == "smollm3" ? 2e6 : 10000.0;
   if (found b = lookup({&params, &cfg}, "rope_theta"); b || (b = lookup({&cfg}, "rotary_emb_base"))) {
     base = as_number(b);
     require(base > 1, b.path, "must be > 1 (got " + std::to_string(base) + ")");
@@ -478,6 +480,7 @@ inline void add_layers(const json& root, const import_options& options, model_ro
   const std::string& mt = out.model_type;
   const bool gemma3 = is_gemma3(mt), gemma4 = is_gemma4(mt);
   const bool llama4 = mt == "llama4" || mt == "llama4_text";
+  const bool smollm3 = mt == "smollm3";  // HF SmolLM3Config: no_rope_layers as Llama 4's, nothing else
 
   std::vector<std::string> types;
   if (const found lt = lookup({&cfg}, "layer_types")) {
@@ -504,21 +507,24 @@ inline void add_layers(const json& root, const import_options& options, model_ro
     types.back() = "full_attention";
   }
 
-  std::vector<int> rope_layers;  // Llama 4: 1 = RoPE, 0 = NoPE
-  if (llama4) {
+  std::vector<int> rope_layers;  // Llama 4, SmolLM3: 1 = RoPE, 0 = NoPE
+  if (llama4 || smollm3) {
     const found nrl = lookup({&cfg}, "no_rope_layers");
-    if (nrl && !(nrl.value->is_array() && nrl.value->empty())) {
+    // Llama 4 reads an empty list as absent; SmolLM3 keeps it (and would index past its end).
+    if (nrl && !(llama4 && nrl.value->is_array() && nrl.value->empty())) {
       require(nrl.value->is_array() && nrl.value->size() >= static_cast<std::size_t>(n), nrl.path,
               "must be an array of at least num_hidden_layers = " + std::to_string(n) + " entries of 0 or 1");
       for (std::int64_t i = 0; i < n; ++i)
         rope_layers.push_back(static_cast<int>(
             as_integer({&(*nrl.value)[static_cast<std::size_t>(i)], nrl.path + "[" + std::to_string(i) + "]"}, 0, 1)));
     } else {
-      // HF Llama4TextConfig: an empty or missing list means every no_rope_layer_interval-th layer is NoPE.
+      // HF Llama4TextConfig and SmolLM3Config: without a list, every no_rope_layer_interval-th layer is NoPE.
       const found interval_key = lookup({&cfg}, "no_rope_layer_interval");
       const std::int64_t interval = interval_key ? as_integer(interval_key, 1, 1 << 20) : 4;
       for (std::int64_t i = 0; i < n; ++i) rope_layers.push_back((i + 1) % interval != 0 ? 1 : 0);
     }
+  }
+  if (llama4) {
     if (const found t = lookup({&cfg}, "attn_temperature_tuning"); t && truthy(t)) {
       attention_temperature temperature;
       if (const found v = lookup({&cfg}, "attn_scale")) temperature.attn_scale = as_number(v);
