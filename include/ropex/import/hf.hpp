@@ -268,7 +268,7 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
     if (const found nope = lookup({&cfg}, "qk_nope_head_dim"))
       out.qk_nope_head_dim = static_cast<int>(as_integer(nope, 0, max_head_dim));
     else
-      out.notes.push_back("qk_nope_head_dim absent: qk_nope_head_dim left 0 (where the rope slice starts is unknown)");
+      out.notes.push_back("qk_nope_head_dim absent: left 0, so where the rope slice starts in each head is unknown");
   } else {
     const bool global_width = is_gemma4(out.model_type) && proportional_type && options.layer_type == "full_attention";
     if (found g = global_width ? lookup({&cfg}, "global_head_dim") : found{}) {
