@@ -14,6 +14,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "overlap.hpp"
 
 namespace ropex::python {
 
@@ -50,6 +51,50 @@ void check_tensor(const borrowed_array& a, const char* name, int head_dim) {
                                   "; pass a copy");
   }
   if (!a.writable) raise(PyExc_ValueError, std::string(name) + " is read-only; ropex rotates in place");
+}
+
+// "q[3, 1]": the row of `a` (all but the last dimension) at `index`.
+std::string row_string(const char* name, const std::array<std::int64_t, max_dims>& index, int dims) {
+  std::string s = std::string(name) + "[";
+  for (int i = 0; i < dims; ++i) s += (i ? ", " : "") + std::to_string(index[static_cast<std::size_t>(i)]);
+  return s + "]";
+}
+
+// q and k must not share an element: it would be rotated twice. Their byte ranges are compared
+// first (disjoint for separate tensors, in O(ndim)); only when those interleave, as for slices of
+// one fused qkv tensor, are the rows themselves searched (overlap.hpp). Both are checked
+// (check_tensor) and of one element type, so both are aligned to it and their distance is a whole
+// number of elements.
+void check_disjoint(const borrowed_array& q, const borrowed_array& k) {
+  const auto extent = [](const borrowed_array& a) {  // elements from the first to one past the last
+    std::int64_t last = 0;
+    for (int i = 0; i < a.ndim; ++i) {
+      const auto d = static_cast<std::size_t>(i);
+      if (a.shape[d] == 0) return std::int64_t{0};
+      last += (a.shape[d] - 1) * a.strides[d];
+    }
+    return last + 1;
+  };
+  const std::int64_t q_extent = extent(q), k_extent = extent(k);
+  if (q_extent == 0 || k_extent == 0) return;
+  const auto q_begin = reinterpret_cast<std::uintptr_t>(q.data), k_begin = reinterpret_cast<std::uintptr_t>(k.data);
+  const auto item = static_cast<std::uintptr_t>(q.itemsize);
+  if (q_begin + static_cast<std::uintptr_t>(q_extent) * item <= k_begin ||
+      k_begin + static_cast<std::uintptr_t>(k_extent) * item <= q_begin)
+    return;
+  const int dims = q.ndim - 1;  // rows: every dimension but the contiguous head_dim
+  const auto distance = static_cast<std::int64_t>(q_begin - k_begin) / q.itemsize;  // wraps, then converts back
+  const row_set rows_q{distance, dims, q.shape.data(), q.strides.data()};
+  const row_set rows_k{0, dims, k.shape.data(), k.strides.data()};
+  const auto answer = rows_overlap<max_dims>(rows_q, rows_k, q.shape[static_cast<std::size_t>(dims)]);
+  if (answer.result == overlap_result::found)
+    raise(PyExc_ValueError, "q and k overlap in memory: rows " + row_string("q", answer.index_a, dims) + " and " +
+                                row_string("k", answer.index_b, dims) +
+                                " share elements, which would be rotated twice; pass separate tensors");
+  if (answer.result == overlap_result::undecided)
+    raise(PyExc_ValueError,
+          "q and k may overlap in memory: their byte ranges interleave with strides too irregular to check "
+          "row by row; pass a copy of k");
 }
 
 // The loop over one or two tensors with the same token dimensions: an inner run of `tokens`
@@ -153,7 +198,7 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
     if (!same)
       raise(PyExc_ValueError, "k.shape[:-2] must equal q.shape[:-2] (got " + shape_string(b, 0, b.ndim - 2) + " and " +
                                   shape_string(a, 0, a.ndim - 2) + ")");
-    if (a.data == b.data && a.size() > 0) raise(PyExc_ValueError, "q and k are the same memory");
+    check_disjoint(a, b);
   }
 
   const int token_dims = a.ndim - 2;
@@ -222,7 +267,7 @@ dimension must be contiguous; tokens and heads may have any non-negative strides
 apart, so q and k can be slices of a fused qkv tensor and head-major tensors can be passed as
 x.transpose(-3, -2). positions are integers, one per token (x.shape[:-2] elements), or
 x.shape[-3] of them to reuse the same positions for every leading index. q and k of one call
-must not share rows.
+must not share an element (slices of one fused qkv tensor are fine).
 
 Angles are exact: the error of a rotated float32 value is a few ulps at every position up to
 2^24 and beyond. Wrong dtype, shape, device or a read-only array raise TypeError / ValueError

@@ -115,7 +115,7 @@ def test_q_and_k_mismatches(rope):
     k2, _ = x_and_copy((4, 2, 32))
     with pytest.raises(ValueError, match=r"k.shape\[:-2\] must equal q.shape\[:-2\]"):
         rope.apply(q, k2, [0, 1, 2])
-    with pytest.raises(ValueError, match="same memory"):
+    with pytest.raises(ValueError, match="q and k overlap in memory"):
         rope.apply(q, q, [0, 1, 2])
     k3, k3_before = x_and_copy((3, 2, 16))
     with pytest.raises(ValueError, match=r"k.shape\[-1\] must equal head_dim 32"):

@@ -1,0 +1,158 @@
+// Whether two strided sets of rows share an element: q and k of one call must not, or the shared
+// channels would be rotated twice.
+//
+// A set is the rows at element offsets {start + sum_d i_d * stride_d : 0 <= i_d < size_d}, each
+// `width` elements long (the contiguous head_dim). Two rows starting at r and s share an element
+// exactly when |r - s| < width, so the question is whether the integer combination
+//   (start_q - start_k) + sum_d i_d * stride_q[d] - sum_e j_e * stride_k[e]
+// can land in (-width, width). Dimensions of equal stride merge into one variable (the sum of two
+// integer intervals is an interval), which turns the usual case (q and k slices of one fused qkv
+// tensor, same strides) into a search over about one candidate per dimension. The search picks the
+// variable of the largest stride first and keeps only values whose remainder the smaller strides
+// can still bring into range, so it is exact; a node budget bounds it for layouts whose strides
+// leave many candidates, and `undecided` reports that the budget ran out.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+namespace ropex::python {
+
+struct row_set {
+  std::int64_t start = 0;  // element offset of row (0, ..., 0)
+  int dims = 0;
+  const std::int64_t* size = nullptr;    // [dims]
+  const std::int64_t* stride = nullptr;  // [dims], in elements, >= 0
+};
+
+enum class overlap_result { none, found, undecided };
+
+// The answer, and when found, one index of each set whose rows share an element.
+template <int max_dims>
+struct overlap_answer {
+  overlap_result result = overlap_result::none;
+  std::array<std::int64_t, max_dims> index_a{}, index_b{};
+};
+
+namespace overlap_detail {
+
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {  // b > 0
+  const std::int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
+
+// One variable: a merged group of dimensions with the same stride, taking values in [low, high]
+// (a's indices count up, b's down).
+struct variable {
+  std::int64_t stride, low, high;
+};
+
+template <std::size_t capacity>
+struct search {
+  std::array<variable, capacity> vars{};
+  std::array<std::int64_t, capacity + 1> reach_low{}, reach_high{};  // what vars[v..] can add
+  std::array<std::int64_t, capacity> chosen{};
+  int count = 0;
+  std::int64_t width = 1;
+  std::int64_t budget = 0;
+
+  // True when some choice of vars[v..] brings `value` into (-width, width).
+  bool find(int v, std::int64_t value) {
+    if (v == count) return value > -width && value < width;
+    if (--budget < 0) return false;
+    const variable& x = vars[static_cast<std::size_t>(v)];
+    const std::int64_t low = std::max(x.low, ceil_div(-(width - 1) - reach_high[static_cast<std::size_t>(v + 1)] - value, x.stride));
+    const std::int64_t high = std::min(x.high, floor_div(width - 1 - reach_low[static_cast<std::size_t>(v + 1)] - value, x.stride));
+    for (std::int64_t c = low; c <= high; ++c) {
+      if (find(v + 1, value + c * x.stride)) {
+        chosen[static_cast<std::size_t>(v)] = c;
+        return true;
+      }
+      if (budget < 0) return false;
+    }
+    return false;
+  }
+};
+
+}  // namespace overlap_detail
+
+// Both sets must be non-empty with non-negative strides; offsets and extents must fit in int64
+// (they do for memory that exists).
+template <int max_dims>
+overlap_answer<max_dims> rows_overlap(const row_set& a, const row_set& b, std::int64_t width,
+                                      std::int64_t budget = std::int64_t{1} << 20) {
+  using namespace overlap_detail;
+  constexpr std::size_t capacity = 2 * static_cast<std::size_t>(max_dims);
+  search<capacity> s;
+  s.width = width;
+  s.budget = budget;
+  // Which variable each dimension went into (-1: size 1 or stride 0, contributes nothing).
+  std::array<int, max_dims> var_of_a{}, var_of_b{};
+  const auto add = [&s](std::int64_t stride, std::int64_t low, std::int64_t high) {
+    for (int v = 0; v < s.count; ++v)
+      if (s.vars[static_cast<std::size_t>(v)].stride == stride) {
+        s.vars[static_cast<std::size_t>(v)].low += low;
+        s.vars[static_cast<std::size_t>(v)].high += high;
+        return v;
+      }
+    s.vars[static_cast<std::size_t>(s.count)] = {stride, low, high};
+    return s.count++;
+  };
+  for (int d = 0; d < a.dims; ++d)
+    var_of_a[static_cast<std::size_t>(d)] = a.size[d] > 1 && a.stride[d] > 0 ? add(a.stride[d], 0, a.size[d] - 1) : -1;
+  for (int d = 0; d < b.dims; ++d)
+    var_of_b[static_cast<std::size_t>(d)] = b.size[d] > 1 && b.stride[d] > 0 ? add(b.stride[d], -(b.size[d] - 1), 0) : -1;
+
+  // Largest stride first; remember where each variable went.
+  std::array<int, capacity> order{};
+  for (int v = 0; v < s.count; ++v) order[static_cast<std::size_t>(v)] = v;
+  std::sort(order.begin(), order.begin() + s.count, [&s](int x, int y) {
+    return s.vars[static_cast<std::size_t>(x)].stride > s.vars[static_cast<std::size_t>(y)].stride;
+  });
+  std::array<variable, capacity> sorted{};
+  std::array<int, capacity> position{};
+  for (int v = 0; v < s.count; ++v) {
+    sorted[static_cast<std::size_t>(v)] = s.vars[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])];
+    position[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])] = v;
+  }
+  s.vars = sorted;
+  for (int v = s.count - 1; v >= 0; --v) {
+    const variable& x = s.vars[static_cast<std::size_t>(v)];
+    s.reach_low[static_cast<std::size_t>(v)] = s.reach_low[static_cast<std::size_t>(v + 1)] + x.low * x.stride;
+    s.reach_high[static_cast<std::size_t>(v)] = s.reach_high[static_cast<std::size_t>(v + 1)] + x.high * x.stride;
+  }
+
+  overlap_answer<max_dims> answer;
+  if (!s.find(0, a.start - b.start)) {
+    answer.result = s.budget < 0 ? overlap_result::undecided : overlap_result::none;
+    return answer;
+  }
+  answer.result = overlap_result::found;
+  // Split each variable's value back into the indices of its dimensions: start every index at
+  // its lowest contribution (a at 0, b at its last index) and hand out the rest, b first, so that
+  // both indices come out as small as they can.
+  std::array<std::int64_t, capacity> rest{};
+  for (int v = 0; v < s.count; ++v)
+    rest[static_cast<std::size_t>(v)] = s.chosen[static_cast<std::size_t>(v)] - s.vars[static_cast<std::size_t>(v)].low;
+  for (int d = 0; d < b.dims; ++d) {
+    const int v = var_of_b[static_cast<std::size_t>(d)];
+    if (v < 0) continue;
+    std::int64_t& r = rest[static_cast<std::size_t>(position[static_cast<std::size_t>(v)])];
+    const std::int64_t take = std::min(r, b.size[d] - 1);  // contribution -j: j from size - 1 down
+    answer.index_b[static_cast<std::size_t>(d)] = b.size[d] - 1 - take;
+    r -= take;
+  }
+  for (int d = 0; d < a.dims; ++d) {
+    const int v = var_of_a[static_cast<std::size_t>(d)];
+    if (v < 0) continue;
+    std::int64_t& r = rest[static_cast<std::size_t>(position[static_cast<std::size_t>(v)])];
+    const std::int64_t take = std::min(r, a.size[d] - 1);
+    answer.index_a[static_cast<std::size_t>(d)] = take;
+    r -= take;
+  }
+  return answer;
+}
+
+}  // namespace ropex::python
