@@ -51,7 +51,12 @@ def apply_rope(x, positions, head_dim=None, policy=None, base=10000.0, layout="h
     head_dim defaults to x.shape[-1]. Returns x. Build a RotaryEmbedding to rotate more than once.
     """
     if head_dim is None:
-        head_dim = x.shape[-1]
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            raise TypeError(f"x must be a NumPy array or a tensor with __dlpack__ (PyTorch), got {type(x).__name__}")
+        if len(shape) < 3:
+            raise ValueError(f"x must have shape [..., tokens, heads, head_dim] (got shape {tuple(shape)})")
+        head_dim = shape[-1]
     rope = RotaryEmbedding(head_dim=head_dim, policy=policy, base=base, rotary_dim=rotary_dim, layout=layout,
                            seq_len=seq_len)
     return rope.apply(x, positions)
@@ -66,7 +71,11 @@ def load_hf_config(path_or_dict, layout=None, layer_type="full_attention"):
     """
     if isinstance(path_or_dict, dict):
         return _ropex._parse_hf_config(_json.dumps(path_or_dict), layout, layer_type)
-    path = _os.fspath(path_or_dict)
+    try:
+        path = _os.fspath(path_or_dict)
+    except TypeError:
+        raise TypeError("path_or_dict must be a path to config.json, a model directory or a dict "
+                        f"(got {type(path_or_dict).__name__})") from None
     if _os.path.isdir(path):
         path = _os.path.join(path, "config.json")
     return _ropex._load_hf_config(path, layout, layer_type)

@@ -107,6 +107,38 @@ bool requires_grad(py::handle source) {
   return truth > 0;
 }
 
+// Where `source` lives when it says so and that is not the CPU ("meta", "cuda:0"); empty otherwise.
+// Asked only after an export failed: DLPack's own query first, then a `device` attribute (PyTorch's
+// meta device has no DLPack device code, so only the attribute names it).
+std::string foreign_device(py::handle source) {
+  try {
+    if (py::hasattr(source, "__dlpack_device__")) {
+      const py::tuple where = source.attr("__dlpack_device__")();
+      const dlpack::device d{where[0].cast<std::int32_t>(), where[1].cast<std::int32_t>()};
+      return d.type == dlpack::cpu ? std::string() : device_name(d);
+    }
+  } catch (py::error_already_set&) {
+  } catch (py::cast_error&) {
+  }
+  try {
+    if (py::hasattr(source, "device")) {
+      const std::string where = py::str(source.attr("device"));
+      return where == "cpu" ? std::string() : where;
+    }
+  } catch (py::error_already_set&) {
+  }
+  return std::string();
+}
+
+// The error of an export that failed: off the CPU, or the producer's own reason.
+[[noreturn]] void raise_export_failure(py::handle source, const char* name, const py::error_already_set& e) {
+  const std::string device = foreign_device(source);
+  if (!device.empty()) raise(PyExc_ValueError, std::string(name) + " must be on the CPU (got " + device + ")");
+  // The exception's type and text, not what(), which appends the Python traceback.
+  const std::string reason = std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()));
+  raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + reason);
+}
+
 [[noreturn]] void raise_requires_grad(const char* name) {
   raise(PyExc_ValueError, std::string(name) + " requires grad: ropex rotates in place, outside autograd; pass " +
                               name + ".detach() (the same memory) or compute it under torch.no_grad()");
@@ -123,10 +155,7 @@ py::object dlpack_capsule(py::handle source, const char* name, bool written) {
 #else
     PyObject* capsule = PyObject_CallFunctionObjArgs(torch.to_dlpack, source.ptr(), nullptr);
 #endif
-    if (capsule == nullptr) {
-      py::error_already_set e;
-      raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
-    }
+    if (capsule == nullptr) raise_export_failure(source, name, py::error_already_set());
     return py::reinterpret_steal<py::object>(capsule);
   }
   if (!py::hasattr(source, "__dlpack__")) return py::object();
@@ -136,7 +165,7 @@ py::object dlpack_capsule(py::handle source, const char* name, bool written) {
     // PyTorch refuses to export a tensor that requires grad; rotating it in place behind autograd's
     // back would corrupt the gradient, so say what to do instead.
     if (requires_grad(source)) raise_requires_grad(name);
-    raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+    raise_export_failure(source, name, e);
   }
 }
 

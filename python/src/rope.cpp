@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "arguments.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "overlap.hpp"
@@ -273,13 +274,15 @@ Angles are exact: the error of a rotated float32 value is a few ulps at every po
 2^24 and beyond. Wrong dtype, shape, device or a read-only array raise TypeError / ValueError
 naming the argument before anything is written. The GIL is released while the kernel runs.
 )doc")
-      .def(py::init([](int head_dim, py::object policy, double base, std::optional<int> rotary_dim,
-                       const std::string& layout, std::int64_t seq_len) {
+      .def(py::init([](loose<int> head_dim, py::object policy, loose<double> base, loose<std::optional<int>> rotary_dim,
+                       loose<std::string> layout, loose<std::int64_t> seq_len) {
+             const std::optional<int> rotary = rotary_dim.get("rotary_dim");
              // C++ reads rotary_dim 0 as "all of head_dim"; Python spells that None.
-             if (rotary_dim && *rotary_dim == 0)
+             if (rotary && *rotary == 0)
                raise(PyExc_ValueError, "ropex: rotary_dim must be > 0 (got 0); None rotates all of head_dim");
-             const rope_config config{head_dim, rotary_dim.value_or(0), base, to_layout(layout)};
-             return make_rope(config, to_scaling(policy), seq_len);
+             const rope_config config{head_dim.get("head_dim"), rotary.value_or(0), base.get("base"),
+                                      to_layout(layout.get("layout"))};
+             return make_rope(config, to_scaling(policy), seq_len.get("seq_len"));
            }),
            py::arg("head_dim"), py::arg("policy") = py::none(), py::arg("base") = 10000.0,
            py::arg("rotary_dim") = py::none(), py::arg("layout") = "half", py::arg("seq_len") = 0,
@@ -317,8 +320,9 @@ seq_len: sequence length that selects the DynamicNTK base and the LongRoPE facto
            "Undoes apply: rotates by -position and divides by attention_factor, in place; returns x.")
       .def(
           "shift",
-          [](const rope_object& r, py::object x, std::int64_t delta) {
-            rotate(r, x, py::handle(), py::handle(), operation::shift, delta);
+          [](const rope_object& r, py::object x, loose<std::int64_t> delta) {
+            // Read before x is borrowed: a wrong delta fails first, naming delta.
+            rotate(r, x, py::handle(), py::handle(), operation::shift, delta.get("delta"));
             return x;
           },
           py::arg("x"), py::arg("delta"),
