@@ -104,7 +104,8 @@ struct call_plan {
   std::int64_t tokens = 1;
   std::int64_t token_stride[2] = {0, 0};
   int outer = 0;
-  std::int64_t outer_size[max_dims] = {}, outer_stride[2][max_dims] = {}, outer_position_stride[max_dims] = {};
+  // The first `outer` entries are set (the rest are not cleared on every call).
+  std::int64_t outer_size[max_dims], outer_stride[2][max_dims], outer_position_stride[max_dims];
   std::int64_t groups = 1;
 };
 
@@ -155,7 +156,8 @@ tensor_view<T> view_of(const borrowed_array& a, std::int64_t offset, const call_
 template <class T>
 void run(const rotary_embedding& rope, const borrowed_array* const* arrays, int n, const call_plan& p,
          const std::int64_t* positions, operation op, std::int64_t delta) {
-  std::int64_t index[max_dims] = {}, offset[2] = {0, 0}, position_offset = 0;
+  std::int64_t index[max_dims], offset[2] = {0, 0}, position_offset = 0;
+  for (int o = 0; o < p.outer; ++o) index[o] = 0;
   for (std::int64_t g = 0; g < p.groups; ++g) {
     const tensor_view<T> x = view_of<T>(*arrays[0], offset[0], p, 0);
     const std::int64_t* pos = positions ? positions + position_offset : nullptr;
