@@ -1,7 +1,8 @@
 // Borrowing Python arrays without a copy: the buffer protocol (NumPy and anything else that exports
-// a strided buffer) and DLPack (`__dlpack__`: PyTorch, JAX, CuPy, ...). A borrowed array keeps the
-// producer's buffer or capsule alive until it is destroyed, so the memory stays valid while the
-// GIL is released around a kernel.
+// a strided buffer), PyTorch CPU tensors through their attributes, and DLPack (`__dlpack__`:
+// PyTorch's other tensors, JAX, CuPy, ...). A borrowed array keeps the producer's buffer, capsule
+// or storage alive until it is destroyed, so the memory stays valid while the GIL is released
+// around a kernel.
 #pragma once
 
 #include <array>
