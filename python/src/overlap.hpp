@@ -11,6 +11,10 @@
 // variable of the largest stride first and keeps only values whose remainder the smaller strides
 // can still bring into range, so it is exact; a node budget bounds it for layouts whose strides
 // leave many candidates, and `undecided` reports that the budget ran out.
+//
+// rows_repeat asks the same of one set against itself: whether two different indices give rows
+// that share an element (a view made with as_strided whose batch stride is smaller than a
+// batch). The variables are then index differences, and the all-zero difference does not count.
 #pragma once
 
 #include <algorithm>
@@ -57,22 +61,46 @@ struct search {
   int count = 0;
   std::int64_t width = 1;
   std::int64_t budget = 0;
+  bool nonzero_only = false;  // rows_repeat: some chosen value must be non-zero
 
   // True when some choice of vars[v..] brings `value` into (-width, width).
-  bool find(int v, std::int64_t value) {
-    if (v == count) return value > -width && value < width;
+  bool find(int v, std::int64_t value, bool nonzero = false) {
+    if (v == count) return value > -width && value < width && (nonzero || !nonzero_only);
     if (--budget < 0) return false;
     const variable& x = vars[static_cast<std::size_t>(v)];
     const std::int64_t low = std::max(x.low, ceil_div(-(width - 1) - reach_high[static_cast<std::size_t>(v + 1)] - value, x.stride));
     const std::int64_t high = std::min(x.high, floor_div(width - 1 - reach_low[static_cast<std::size_t>(v + 1)] - value, x.stride));
     for (std::int64_t c = low; c <= high; ++c) {
-      if (find(v + 1, value + c * x.stride)) {
+      if (find(v + 1, value + c * x.stride, nonzero || c != 0)) {
         chosen[static_cast<std::size_t>(v)] = c;
         return true;
       }
       if (budget < 0) return false;
     }
     return false;
+  }
+
+  // Sorts the variables by stride, largest first, and sums what the smaller ones can reach;
+  // returns where each variable (in the order they were added) went.
+  std::array<int, capacity> prepare() {
+    std::array<int, capacity> order{};
+    for (int v = 0; v < count; ++v) order[static_cast<std::size_t>(v)] = v;
+    std::sort(order.begin(), order.begin() + count, [this](int x, int y) {
+      return vars[static_cast<std::size_t>(x)].stride > vars[static_cast<std::size_t>(y)].stride;
+    });
+    std::array<variable, capacity> sorted{};
+    std::array<int, capacity> position{};
+    for (int v = 0; v < count; ++v) {
+      sorted[static_cast<std::size_t>(v)] = vars[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])];
+      position[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])] = v;
+    }
+    vars = sorted;
+    for (int v = count - 1; v >= 0; --v) {
+      const variable& x = vars[static_cast<std::size_t>(v)];
+      reach_low[static_cast<std::size_t>(v)] = reach_low[static_cast<std::size_t>(v + 1)] + x.low * x.stride;
+      reach_high[static_cast<std::size_t>(v)] = reach_high[static_cast<std::size_t>(v + 1)] + x.high * x.stride;
+    }
+    return position;
   }
 };
 
@@ -105,24 +133,7 @@ overlap_answer<max_dims> rows_overlap(const row_set& a, const row_set& b, std::i
   for (int d = 0; d < b.dims; ++d)
     var_of_b[static_cast<std::size_t>(d)] = b.size[d] > 1 && b.stride[d] > 0 ? add(b.stride[d], -(b.size[d] - 1), 0) : -1;
 
-  // Largest stride first; remember where each variable went.
-  std::array<int, capacity> order{};
-  for (int v = 0; v < s.count; ++v) order[static_cast<std::size_t>(v)] = v;
-  std::sort(order.begin(), order.begin() + s.count, [&s](int x, int y) {
-    return s.vars[static_cast<std::size_t>(x)].stride > s.vars[static_cast<std::size_t>(y)].stride;
-  });
-  std::array<variable, capacity> sorted{};
-  std::array<int, capacity> position{};
-  for (int v = 0; v < s.count; ++v) {
-    sorted[static_cast<std::size_t>(v)] = s.vars[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])];
-    position[static_cast<std::size_t>(order[static_cast<std::size_t>(v)])] = v;
-  }
-  s.vars = sorted;
-  for (int v = s.count - 1; v >= 0; --v) {
-    const variable& x = s.vars[static_cast<std::size_t>(v)];
-    s.reach_low[static_cast<std::size_t>(v)] = s.reach_low[static_cast<std::size_t>(v + 1)] + x.low * x.stride;
-    s.reach_high[static_cast<std::size_t>(v)] = s.reach_high[static_cast<std::size_t>(v + 1)] + x.high * x.stride;
-  }
+  const std::array<int, capacity> position = s.prepare();
 
   overlap_answer<max_dims> answer;
   if (!s.find(0, a.start - b.start)) {
@@ -151,6 +162,46 @@ overlap_answer<max_dims> rows_overlap(const row_set& a, const row_set& b, std::i
     const std::int64_t take = std::min(r, a.size[d] - 1);
     answer.index_a[static_cast<std::size_t>(d)] = take;
     r -= take;
+  }
+  return answer;
+}
+
+// Whether two different indices of `a` give rows that share an element. Dimensions of size 1 and
+// of stride 0 are left out (a stride-0 dimension repeats every row; the callers refuse it by
+// name). Two dimensions of equal stride repeat rows at once (a[i + 1, j] is a[i, j + 1]).
+template <int max_dims>
+overlap_answer<max_dims> rows_repeat(const row_set& a, std::int64_t width, std::int64_t budget = std::int64_t{1} << 20) {
+  using namespace overlap_detail;
+  constexpr std::size_t capacity = 2 * static_cast<std::size_t>(max_dims);
+  search<capacity> s;
+  s.width = width;
+  s.budget = budget;
+  s.nonzero_only = true;
+  std::array<int, max_dims> dim_of{};  // the dimension of each variable, in the order added
+  overlap_answer<max_dims> answer;
+  for (int d = 0; d < a.dims; ++d) {
+    if (a.size[d] < 2 || a.stride[d] == 0) continue;
+    for (int v = 0; v < s.count; ++v)
+      if (s.vars[static_cast<std::size_t>(v)].stride == a.stride[d]) {
+        answer.result = overlap_result::found;
+        answer.index_a[static_cast<std::size_t>(dim_of[static_cast<std::size_t>(v)])] = 1;
+        answer.index_b[static_cast<std::size_t>(d)] = 1;
+        return answer;
+      }
+    dim_of[static_cast<std::size_t>(s.count)] = d;
+    s.vars[static_cast<std::size_t>(s.count++)] = {a.stride[d], -(a.size[d] - 1), a.size[d] - 1};
+  }
+  const std::array<int, capacity> position = s.prepare();
+  if (!s.find(0, 0)) {
+    answer.result = s.budget < 0 ? overlap_result::undecided : overlap_result::none;
+    return answer;
+  }
+  answer.result = overlap_result::found;
+  for (int v = 0; v < s.count; ++v) {  // difference c = i - j: i = max(c, 0), j = max(-c, 0)
+    const std::int64_t c = s.chosen[static_cast<std::size_t>(position[static_cast<std::size_t>(v)])];
+    const auto d = static_cast<std::size_t>(dim_of[static_cast<std::size_t>(v)]);
+    answer.index_a[d] = c > 0 ? c : 0;
+    answer.index_b[d] = c < 0 ? -c : 0;
   }
   return answer;
 }

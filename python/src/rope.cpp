@@ -98,6 +98,24 @@ void check_disjoint(const borrowed_array& q, const borrowed_array& k) {
           "row by row; pass a copy of k");
 }
 
+// Leading dimensions are looped over (or folded into tokens) outside the C++ view checks, so a
+// view whose leading strides bring rows of different indices together (as_strided with a batch
+// stride smaller than a batch) is caught here. Only for more than three dimensions: the C++ call
+// checks the rows of one [tokens, heads] view itself.
+void check_rows_distinct(const borrowed_array& a, const char* name) {
+  if (a.ndim <= 3) return;
+  const int dims = a.ndim - 1;
+  const row_set rows{0, dims, a.shape.data(), a.strides.data()};
+  const auto answer = rows_repeat<max_dims>(rows, a.shape[static_cast<std::size_t>(dims)]);
+  if (answer.result == overlap_result::found)
+    raise(PyExc_ValueError, std::string(name) + " has rows that overlap in memory: " +
+                                row_string(name, answer.index_a, dims) + " and " + row_string(name, answer.index_b, dims) +
+                                " share elements, which would be rotated twice");
+  if (answer.result == overlap_result::undecided)
+    raise(PyExc_ValueError, std::string(name) + " may have rows that overlap in memory: its strides are too "
+                                                "irregular to check row by row; pass a copy");
+}
+
 // The loop over one or two tensors with the same token dimensions: an inner run of `tokens`
 // tokens (one tensor_view) and outer dimensions iterated one index at a time.
 struct call_plan {
@@ -190,10 +208,12 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
   borrowed_array a, b;
   borrow_floating(x, x_name, a);
   check_tensor(a, x_name, head_dim);
+  check_rows_distinct(a, x_name);
   const borrowed_array* arrays[2] = {&a, &b};
   if (pair) {
     borrow_floating(k, "k", b);
     check_tensor(b, "k", head_dim);
+    check_rows_distinct(b, "k");
     if (b.type != a.type)
       raise(PyExc_TypeError, "k must have the element type of q (got " + b.type_name(k) + " and " + a.type_name(x) + ")");
     bool same = a.ndim == b.ndim;

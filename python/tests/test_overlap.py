@@ -153,3 +153,58 @@ def test_torch_overlapping_slices_are_refused(rope):
     q, k = rope.apply(qkv[:, :4], qkv[:, 4:6], torch.arange(4))
     assert q.data_ptr() == qkv.data_ptr()
     assert not torch.equal(qkv[:, :4], before[:, :4])
+
+
+# ---- one tensor whose leading dimensions bring rows together ---------------------------------------
+
+def test_batch_stride_inside_a_batch_is_refused(rope):
+    storage = np.random.default_rng(4).uniform(-1, 1, 8 * 2 * D).astype(np.float32)
+    before = storage.copy()
+    row = 2 * D * 4  # bytes of one token (2 heads)
+    same = np.lib.stride_tricks.as_strided(storage, shape=(2, 3, 2, D), strides=(row, row, D * 4, 4))
+    with pytest.raises(ValueError, match=r"^x has rows that overlap in memory: x\[1, 0, 0\] and x\[0, 1, 0\] share"):
+        rope.apply(same, np.arange(6))
+    two = np.lib.stride_tricks.as_strided(storage, shape=(2, 3, 2, D), strides=(2 * row, row, D * 4, 4))
+    with pytest.raises(ValueError, match=r"x\[0, 2, 0\] and x\[1, 0, 0\] share elements"):
+        rope.apply(two, np.arange(3))
+    with pytest.raises(ValueError, match=r"^k has rows that overlap in memory"):
+        rope.apply(np.zeros((2, 3, 1, D), np.float32), two, np.arange(3))
+    np.testing.assert_array_equal(storage, before)
+
+
+def overlapping_rows(view):
+    """Brute force: whether two different rows of view (all but the last axis) share an element."""
+    starts = []
+    for index in np.ndindex(*view.shape[:-1]):
+        starts.append(sum(i * s for i, s in zip(index, view.strides[:-1])) // 4)
+    starts.sort()
+    return any(b - a < view.shape[-1] for a, b in zip(starts, starts[1:]))
+
+
+def test_random_batch_strides_against_brute_force(rope):
+    rng = np.random.default_rng(5)
+    refused = rotated = 0
+    for _ in range(300):
+        tokens, heads = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        head_stride = D + int(rng.integers(0, 2)) * 3
+        token_stride = heads * head_stride + int(rng.integers(0, 2)) * 5
+        batch, groups = int(rng.integers(2, 4)), int(rng.integers(1, 3))
+        batch_stride = int(rng.choice([D // 2, D, token_stride, 2 * token_stride, tokens * token_stride,
+                                       tokens * token_stride + 7]))
+        group_stride = batch * batch_stride + int(rng.integers(0, 2)) * batch_stride // 2
+        shape = (groups, batch, tokens, heads, D)
+        strides = (group_stride, batch_stride, token_stride, head_stride, 1)
+        flat = rng.uniform(-1, 1, sum((n - 1) * s for n, s in zip(shape, strides)) + 1).astype(np.float32)
+        x = np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[4 * s for s in strides])
+        x0, flat0 = x.copy(), flat.copy()
+        positions = np.arange(groups * batch * tokens).reshape(groups, batch, tokens)
+        if overlapping_rows(x):
+            with pytest.raises(ValueError, match="x has rows that overlap in memory"):
+                rope.apply(x, positions)
+            np.testing.assert_array_equal(flat, flat0)
+            refused += 1
+        else:
+            rope.apply(x, positions)
+            np.testing.assert_allclose(x, reference(rope, x0, positions), atol=1e-6)
+            rotated += 1
+    assert refused > 50 and rotated > 50
