@@ -8,24 +8,14 @@
 #include <cstring>
 #include <vector>
 
+#include "fused_support.hpp"
 #include "reference.hpp"
 
 using namespace ropex;
+using namespace fused_test;
 using ropex_test::random_floats;
 
 namespace {
-
-template <class T>
-std::vector<T> to_storage(const std::vector<float>& x) {
-  std::vector<T> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = T(x[i]);
-  return y;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // y = x / sqrt(mean(x^2) + eps) * w in long double (HF Qwen3RMSNorm / Gemma with 1 + w).
 std::vector<long double> reference_norm(const std::vector<float>& x, std::size_t d, const std::vector<float>& w,
@@ -164,64 +154,22 @@ TEMPLATE_TEST_CASE("norm_rope on 16-bit storage keeps float between norm and rot
 TEMPLATE_TEST_CASE("rope_append_kv writes what apply + convert would, for every cache type", "[fused]", float,
                    float16, bfloat16, std::int8_t, float8_e4m3) {
   using C = TestType;
-  constexpr bool quantized = is_quantized_v<C>;
   const int d = 64;
-  const std::int64_t tokens = 9, q_heads = 8, kv_heads = 2, block_size = 4, num_blocks = 5;
   const rotary_embedding rope(rope_config{d, 48, 1e4, layout::interleaved}, linear{2.0});
-  for (kv_layout cache_layout : {kv_layout::nhd, kv_layout::hnd}) {
-    std::vector<float> q = random_floats(std::size_t(tokens * q_heads * d), 41);
-    const std::vector<float> k = random_floats(std::size_t(tokens * kv_heads * d), 42),
-                             v = random_floats(std::size_t(tokens * kv_heads * d), 43);
-    std::vector<float> k_in = k, v_in = v, q_expected = q;
-    const std::vector<std::int64_t> positions{5, 6, 7, 8, 9, 10, 11, 12, 1 << 20};
-    const std::vector<std::int64_t> slots{3, 17, -1, 0, 8, 9, 10, -5, 19};
-    const std::size_t cache_elements = std::size_t(num_blocks * block_size * kv_heads * d);
-    const C sentinel = quantized ? C(detail::encode<C>(1.5f, 0.02f)) : C(detail::store<C>(7.0f));
-    std::vector<C> cache_k(cache_elements, sentinel), cache_v(cache_elements, sentinel);
-    kv_cache_view<C> cache{cache_k.data(), cache_v.data(), num_blocks, block_size, kv_heads, d, cache_layout};
-    if (quantized) {
-      cache.k_scale = 0.02f;
-      cache.v_scale = 0.015f;
-    }
-    rope_append_kv(rope, contiguous_view(q.data(), tokens, q_heads, d), contiguous_view(k_in.data(), tokens, kv_heads, d),
-                   contiguous_view(v_in.data(), tokens, kv_heads, d), positions.data(), slots.data(), cache);
-    CHECK(k_in == k);  // inputs untouched
-    CHECK(v_in == v);
-    rope.apply(contiguous_view(q_expected.data(), tokens, q_heads, d), positions.data());
-    CHECK(q == q_expected);
-    std::vector<float> k_rotated = k;
-    rope.apply(contiguous_view(k_rotated.data(), tokens, kv_heads, d), positions.data());
-    std::vector<bool> written(cache_elements, false);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      const std::int64_t slot = slots[std::size_t(t)];
-      if (slot < 0) continue;
-      for (std::int64_t h = 0; h < kv_heads; ++h) {
-        const std::int64_t row = detail::cache_row(cache, slot, h);
-        for (int i = 0; i < d; ++i) {
-          const std::size_t at = std::size_t((t * kv_heads + h) * d + i);
-          const C want_k = detail::encode<C>(k_rotated[at], cache.k_scale);
-          const C want_v = detail::encode<C>(v[at], cache.v_scale);
-          REQUIRE(std::memcmp(&cache_k[std::size_t(row + i)], &want_k, sizeof(C)) == 0);
-          REQUIRE(std::memcmp(&cache_v[std::size_t(row + i)], &want_v, sizeof(C)) == 0);
-          written[std::size_t(row + i)] = true;
-        }
-      }
-    }
-    for (std::size_t i = 0; i < cache_elements; ++i)
-      if (!written[i]) REQUIRE(std::memcmp(&cache_k[i], &sentinel, sizeof(C)) == 0);
-    // Bad slot: rejected before q or the cache change.
-    const std::vector<C> k_before = cache_k;
-    std::vector<std::int64_t> bad_slots = slots;
-    bad_slots[4] = num_blocks * block_size;
-    std::vector<float> q2 = q;
-    REQUIRE_THROWS_WITH(rope_append_kv(rope, contiguous_view(q2.data(), tokens, q_heads, d),
-                                       contiguous_view(k_in.data(), tokens, kv_heads, d),
-                                       contiguous_view(v_in.data(), tokens, kv_heads, d), positions.data(),
-                                       bad_slots.data(), cache),
-                        contains_text("slot_mapping[4]"));
-    CHECK(q2 == q);
-    CHECK(std::memcmp(k_before.data(), cache_k.data(), cache_elements * sizeof(C)) == 0);
-  }
+  const std::vector<std::int64_t> positions{5, 6, 7, 8, 9, 10, 11, 12, 1 << 20};
+  append_case shape;
+  for (kv_layout cache_layout : {kv_layout::nhd, kv_layout::hnd})
+    for (rows_in where : {rows_in::separate, rows_in::qkv, rows_in::head_major})
+      for_each_storage_type([&](auto tag) {
+        using T = typename decltype(tag)::type;
+        INFO((cache_layout == kv_layout::nhd ? "nhd " : "hnd ") << int(where) << " " << sizeof(T));
+        shape.cache_layout = cache_layout;
+        shape.where = where;
+        check_append<T, C>(
+            shape, d, [&](tensor_view<T> q, tensor_view<T> k) { rope.apply(q, k, positions.data()); },
+            [&](tensor_view<T> q, tensor_view<T> k, tensor_view<T> v, const std::int64_t* slots,
+                const kv_cache_view<C>& cache) { rope_append_kv(rope, q, k, v, positions.data(), slots, cache); });
+      });
 }
 
 TEST_CASE("rope_append_kv rejects caches that do not fit the call, naming the field", "[fused]") {
@@ -313,7 +261,7 @@ TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of 
   // bits, in both block layouts, with one delta or one per slot, for every kernel family.
   using C = TestType;
   const int d = 64;
-  const std::int64_t kv_heads = 2, block_size = 4, num_blocks = 3, slots_total = num_blocks * block_size;
+  const std::int64_t kv_heads = 2, block_size = 4, slots_total = 12;
   const rotary_embedding rope(rope_config{d, 0, 1e4, layout::interleaved}, yarn{8.0, 4096});
   const std::vector<float> values = random_floats(std::size_t(slots_total * kv_heads * d), 61);
   std::vector<std::int64_t> all(static_cast<std::size_t>(slots_total)), deltas(all.size());
@@ -322,32 +270,14 @@ TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of 
     deltas[s] = std::int64_t(s) * 1000 - 5000;
   }
   const std::int64_t delta = -(std::int64_t{1} << 30);
-  for (kernels::isa isa : kernels::available_isas())
-    for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd})
-      for (bool each : {false, true}) {
-        kernels::forced_isa guard(isa);
-        INFO(kernels::isa_name(isa) << (block_layout == kv_layout::nhd ? " nhd" : " hnd") << (each ? " each" : ""));
-        // expected: the keys as a [slots][heads][d] tensor, shifted; the cache holds the same rows.
-        std::vector<C> expected = to_storage<C>(values), cache_k(expected.size());
-        kv_cache_view<C> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
-        cache.layout = block_layout;
-        for (std::int64_t s = 0; s < slots_total; ++s)
-          for (std::int64_t h = 0; h < kv_heads; ++h)
-            std::memcpy(&cache_k[std::size_t(detail::cache_row(cache, s, h))], &expected[std::size_t((s * kv_heads + h) * d)],
-                        sizeof(C) * d);
-        const tensor_view<C> keys = contiguous_view(expected.data(), slots_total, kv_heads, d);
-        if (each) {
-          shift_cache_each(rope, cache, all.data(), slots_total, deltas.data());
-          rope.shift_each(keys, deltas.data());
-        } else {
-          shift_cache(rope, cache, all.data(), slots_total, delta);
-          rope.shift(keys, delta);
-        }
-        for (std::int64_t s = 0; s < slots_total; ++s)
-          for (std::int64_t h = 0; h < kv_heads; ++h)
-            REQUIRE(std::memcmp(&cache_k[std::size_t(detail::cache_row(cache, s, h))],
-                                &expected[std::size_t((s * kv_heads + h) * d)], sizeof(C) * d) == 0);
-      }
+  check_shift_matches_tensor<C>(
+      values, kv_heads, d, block_size,
+      [&](const kv_cache_view<C>& cache) { shift_cache(rope, cache, all.data(), slots_total, delta); },
+      [&](tensor_view<C> keys) { rope.shift(keys, delta); });
+  check_shift_matches_tensor<C>(
+      values, kv_heads, d, block_size,
+      [&](const kv_cache_view<C>& cache) { shift_cache_each(rope, cache, all.data(), slots_total, deltas.data()); },
+      [&](tensor_view<C> keys) { rope.shift_each(keys, deltas.data()); });
 }
 
 TEST_CASE("int8 caches shift as codes on every family: nearest code of the exact rotation, saturated", "[fused]") {
