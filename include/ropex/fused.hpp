@@ -26,6 +26,9 @@ namespace ropex {
 
 namespace detail {
 inline constexpr std::int64_t fused_scratch_floats = 16384;  // 64 KiB
+// Elements an in-place pass takes at a time (no scratch): a block's rows stay in L2 between the
+// first touch (the norm, the copy into the cache) and the rotation.
+inline constexpr std::int64_t fused_block_elements = 32768;
 
 template <class T>
 tensor_view<T> sub_view(const tensor_view<T>& x, std::int64_t first_token, std::int64_t tokens,
@@ -131,44 +134,82 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
   positions.validate(rope, q.tokens);
 }
 
-// RMSNorm of every row of x, then RoPE. float rows are normalised in place; 16-bit rows go
-// through a float scratch, so the value between norm and rotation is not rounded to T.
-template <class T, class Positions>
-void norm_rope_view(const rotary_embedding& rope, const tensor_view<T>& x, const Positions& positions,
+// Every (token, head) row of `from` normalised into the same row of `to` (float; the same view
+// for float rows normalised in place).
+template <class T>
+void normalize_rows(normalize_row_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
                     const rms_norm& norm) {
+  for (std::int64_t t = 0; t < from.tokens; ++t)
+    for (std::int64_t h = 0; h < from.heads; ++h)
+      normalize_row(kernel, from.data + t * from.token_stride + h * from.head_stride,
+                    to.data + t * to.token_stride + h * to.head_stride, d, norm);
+}
+
+template <class T>
+void store_rows(const tensor_view<float>& from, const tensor_view<T>& to, int d) {
+  for (std::int64_t t = 0; t < from.tokens; ++t)
+    for (std::int64_t h = 0; h < from.heads; ++h) {
+      const float* row = from.data + t * from.token_stride + h * from.head_stride;
+      T* out = to.data + t * to.token_stride + h * to.head_stride;
+      for (int i = 0; i < d; ++i) out[i] = store<T>(row[i]);
+    }
+}
+
+// RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows
+// are normalised, then rotated by one rope.apply(q_block, k_block) (cos/sin formed once per token
+// for both). float rows are normalised in place, in blocks that stay in L2 until rotated; 16-bit
+// rows go through the float scratch, so the value between norm and rotation is not rounded to T.
+template <class T, class Positions>
+void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
+                    const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {
   const int d = rope.config().head_dim;
   const normalize_row_fn kernel = active_normalize_row();
-  alignas(64) float scratch[fused_scratch_floats];
-  for_each_block(x, d, fused_scratch_floats, [&](const tensor_view<T>& block, std::int64_t first_token, std::int64_t) {
-    if constexpr (std::is_same_v<T, float>) {
-      for (std::int64_t t = 0; t < block.tokens; ++t)
-        for (std::int64_t h = 0; h < block.heads; ++h) {
-          float* row = block.data + t * block.token_stride + h * block.head_stride;
-          normalize_row(kernel, row, row, d, norm);
-        }
-      positions.apply(rope, block, first_token);
-    } else {
-      for (std::int64_t t = 0; t < block.tokens; ++t)
-        for (std::int64_t h = 0; h < block.heads; ++h)
-          normalize_row(kernel, block.data + t * block.token_stride + h * block.head_stride,
-                        scratch + (t * block.heads + h) * d, d, norm);
-      positions.apply(rope, contiguous_view(scratch, block.tokens, block.heads, d), first_token);
-      for (std::int64_t t = 0; t < block.tokens; ++t)
-        for (std::int64_t h = 0; h < block.heads; ++h) {
-          T* row = block.data + t * block.token_stride + h * block.head_stride;
-          const float* from = scratch + (t * block.heads + h) * d;
-          for (int i = 0; i < d; ++i) row[i] = store<T>(from[i]);
-        }
+  const std::int64_t token_elements = std::max<std::int64_t>(1, (q.heads + k.heads) * d);
+  if constexpr (std::is_same_v<T, float>) {
+    const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / token_elements);
+    for (std::int64_t t = 0; t < q.tokens; t += step) {
+      const std::int64_t n = std::min(step, q.tokens - t);
+      const tensor_view<float> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
+      normalize_rows(kernel, q_block, q_block, d, q_norm);
+      normalize_rows(kernel, k_block, k_block, d, k_norm);
+      positions.apply(rope, q_block, k_block, t);
     }
-  });
+  } else {
+    alignas(64) float scratch[fused_scratch_floats];
+    if (token_elements <= fused_scratch_floats) {
+      const std::int64_t step = fused_scratch_floats / token_elements;
+      for (std::int64_t t = 0; t < q.tokens; t += step) {
+        const std::int64_t n = std::min(step, q.tokens - t);
+        const tensor_view<T> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
+        const tensor_view<float> q_float = contiguous_view(scratch, n, q.heads, d);
+        const tensor_view<float> k_float = contiguous_view(scratch + n * q.heads * d, n, k.heads, d);
+        normalize_rows(kernel, q_block, q_float, d, q_norm);
+        normalize_rows(kernel, k_block, k_float, d, k_norm);
+        positions.apply(rope, q_float, k_float, t);
+        store_rows(q_float, q_block, d);
+        store_rows(k_float, k_block, d);
+      }
+      return;
+    }
+    // One token's q and k rows exceed the scratch: runs of heads, each rotated on its own.
+    const auto through_scratch = [&](const tensor_view<T>& x, const rms_norm& norm) {
+      for_each_block(x, d, fused_scratch_floats, [&](const tensor_view<T>& block, std::int64_t first_token, std::int64_t) {
+        const tensor_view<float> rows = contiguous_view(scratch, block.tokens, block.heads, d);
+        normalize_rows(kernel, block, rows, d, norm);
+        positions.apply(rope, rows, first_token);
+        store_rows(rows, block, d);
+      });
+    };
+    through_scratch(q, q_norm);
+    through_scratch(k, k_norm);
+  }
 }
 
 template <class T, class Positions>
 void norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {
   validate_norm_rope(rope, q, k, positions, q_norm, k_norm);
-  norm_rope_view(rope, q, positions, q_norm);
-  norm_rope_view(rope, k, positions, k_norm);
+  norm_rope_rows(rope, q, k, positions, q_norm, k_norm);
 }
 
 template <class T, class C, class Positions>
