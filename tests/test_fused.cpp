@@ -158,18 +158,24 @@ TEMPLATE_TEST_CASE("rope_append_kv writes what apply + convert would, for every 
   const rotary_embedding rope(rope_config{d, 48, 1e4, layout::interleaved}, linear{2.0});
   const std::vector<std::int64_t> positions{5, 6, 7, 8, 9, 10, 11, 12, 1 << 20};
   append_case shape;
+  // Scattered slots with padding, then a run across a block boundary and slots written twice (the
+  // later token's key and value stay).
+  const std::vector<std::int64_t> slot_lists[2] = {shape.slots, {2, 3, 4, 5, 6, 4, 5, -1, 3}};
   for (kv_layout cache_layout : {kv_layout::nhd, kv_layout::hnd})
     for (rows_in where : {rows_in::separate, rows_in::qkv, rows_in::head_major})
-      for_each_storage_type([&](auto tag) {
-        using T = typename decltype(tag)::type;
-        INFO((cache_layout == kv_layout::nhd ? "nhd " : "hnd ") << int(where) << " " << sizeof(T));
-        shape.cache_layout = cache_layout;
-        shape.where = where;
-        check_append<T, C>(
-            shape, d, [&](tensor_view<T> q, tensor_view<T> k) { rope.apply(q, k, positions.data()); },
-            [&](tensor_view<T> q, tensor_view<T> k, tensor_view<T> v, const std::int64_t* slots,
-                const kv_cache_view<C>& cache) { rope_append_kv(rope, q, k, v, positions.data(), slots, cache); });
-      });
+      for (const std::vector<std::int64_t>& slot_list : slot_lists)
+        for_each_storage_type([&](auto tag) {
+          using T = typename decltype(tag)::type;
+          INFO((cache_layout == kv_layout::nhd ? "nhd " : "hnd ") << int(where) << " " << sizeof(T) << " slots "
+                                                                  << slot_list[0]);
+          shape.cache_layout = cache_layout;
+          shape.where = where;
+          shape.slots = slot_list;
+          check_append<T, C>(
+              shape, d, [&](tensor_view<T> q, tensor_view<T> k) { rope.apply(q, k, positions.data()); },
+              [&](tensor_view<T> q, tensor_view<T> k, tensor_view<T> v, const std::int64_t* slots,
+                  const kv_cache_view<C>& cache) { rope_append_kv(rope, q, k, v, positions.data(), slots, cache); });
+        });
 }
 
 TEST_CASE("rope_append_kv rejects caches that do not fit the call, naming the field", "[fused]") {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ropex/apply.hpp"
@@ -52,6 +53,24 @@ void for_each_block(const tensor_view<T>& x, int head_dim, std::int64_t capacity
   for (std::int64_t t = 0; t < x.tokens; ++t)
     for (std::int64_t h = 0; h < x.heads; h += head_step)
       f(sub_view(x, t, 1, h, std::min(head_step, x.heads - h)), t, h);
+}
+
+// End of the run of entries from i (slots[i] >= 0) whose slots follow one another inside one cache
+// block, at most `limit` of them: their rows form one tensor_view (slot_run_view).
+inline std::int64_t slot_run_end(const std::int64_t* slots, std::int64_t i, std::int64_t count,
+                                 std::int64_t block_size, std::int64_t limit) {
+  std::int64_t end = i + 1;
+  while (end < count && end - i < limit && slots[end] == slots[end - 1] + 1 && slots[end] % block_size != 0) ++end;
+  return end;
+}
+
+// The rows of slots [slot, slot + n) of one cache block in `base` (cache.k or cache.v) as a
+// [n][kv_heads][head_dim] view: token-major for nhd blocks, head-major for hnd ones.
+template <class C>
+tensor_view<C> slot_run_view(const kv_cache_view<C>& cache, C* base, std::int64_t slot, std::int64_t n) {
+  const std::int64_t d = cache.head_dim;
+  if (cache.layout == kv_layout::nhd) return {base + cache_row(cache, slot, 0), n, cache.kv_heads, cache.kv_heads * d, d};
+  return {base + cache_row(cache, slot, 0), n, cache.kv_heads, d, cache.block_size * d};
 }
 
 inline void validate_positions(const std::int64_t* positions, std::int64_t count, const char* name) {
@@ -105,10 +124,13 @@ struct multi_axis_positions {
   }
 };
 
-// One row of T stored into cache elements C: widened to float in pieces when T is 16-bit.
+// One row of T stored into cache elements C: copied when C is T, widened to float in pieces when
+// T is 16-bit and C is not.
 template <class T, class C>
 void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float scale) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, C>) {
+    std::copy_n(from, n, to);
+  } else if constexpr (std::is_same_v<T, float>) {
     codec.encode(from, to, n, scale);
   } else {
     alignas(64) float piece[256];
@@ -118,6 +140,22 @@ void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float sca
       codec.encode(piece, to + i, m, scale);
     }
   }
+}
+
+// One token's rows of heads [first_head, first_head + heads), `from_head_stride` apart, stored
+// into slot's rows of `base` (cache.k or cache.v): one codec call when both sides hold them back to
+// back (an nhd block, adjacent input heads), else one per row. Per-call overhead dominates a decode
+// step, so the run matters there.
+template <class T, class C>
+void store_token(const row_codec<C>& codec, const T* from, std::int64_t from_head_stride, const kv_cache_view<C>& cache,
+                 C* base, std::int64_t slot, std::int64_t first_head, std::int64_t heads, float scale) {
+  const int d = cache.head_dim;
+  C* to = base + cache_row(cache, slot, first_head);
+  if (cache.layout == kv_layout::nhd && (heads == 1 || from_head_stride == d) &&
+      heads * d <= std::numeric_limits<int>::max())
+    return store_row(codec, from, to, static_cast<int>(heads * d), scale);
+  const std::int64_t to_head_stride = cache.layout == kv_layout::nhd ? d : cache.block_size * d;
+  for (std::int64_t h = 0; h < heads; ++h) store_row(codec, from + h * from_head_stride, to + h * to_head_stride, d, scale);
 }
 
 template <class T, class Positions>
@@ -212,6 +250,66 @@ void norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, const tens
   norm_rope_rows(rope, q, k, positions, q_norm, k_norm);
 }
 
+// C == T: k's rows are copied into their cache slots and rotated there, together with q, by one
+// rope.apply(q_run, cache_run) per run of tokens whose slots follow one another inside a cache
+// block (slot_run_view), right after the copy while those rows are still in L1/L2. No scratch and
+// no second pass over k. Runs are taken in token order, so a slot listed twice keeps the later
+// token's key, as apply then a copy would.
+template <class T, class Positions>
+void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
+                       const Positions& positions, const std::int64_t* slot_mapping, const kv_cache_view<T>& cache) {
+  const int d = cache.head_dim;
+  const std::int64_t tokens = q.tokens;
+  const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / std::max<std::int64_t>(1, (q.heads + k.heads) * d));
+  std::int64_t t = 0;
+  while (t < tokens) {
+    std::int64_t end = t + 1;
+    if (slot_mapping[t] < 0) {  // padding: q alone
+      while (end < tokens && end - t < step && slot_mapping[end] < 0) ++end;
+      positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), t);
+    } else {
+      end = slot_run_end(slot_mapping, t, tokens, cache.block_size, step);
+      const tensor_view<T> rows = slot_run_view(cache, cache.k, slot_mapping[t], end - t);
+      const tensor_view<T> keys = sub_view(k, t, end - t, 0, k.heads);
+      for (std::int64_t u = 0; u < keys.tokens; ++u)
+        for (std::int64_t h = 0; h < keys.heads; ++h)
+          std::copy_n(keys.data + u * keys.token_stride + h * keys.head_stride, d,
+                      rows.data + u * rows.token_stride + h * rows.head_stride);
+      positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), rows, t);
+    }
+    t = end;
+  }
+}
+
+// C != T: k copied into a T scratch (the input stays as it was), rotated there by the same kernel,
+// then converted into the cache. When a block holds whole tokens, q's rows of those tokens rotate
+// in the same call, so cos/sin are formed once for both.
+template <class T, class C, class Positions>
+void append_k_through_scratch(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
+                              const Positions& positions, const std::int64_t* slot_mapping,
+                              const kv_cache_view<C>& cache) {
+  const int d = cache.head_dim;
+  const bool whole_tokens = k.heads * d <= fused_scratch_floats;
+  const row_codec<C> codec = active_row_codec<C>();
+  if (!whole_tokens) positions.apply(rope, q, 0);
+  alignas(64) T scratch[fused_scratch_floats];
+  const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
+    for (std::int64_t t = 0; t < block.tokens; ++t)
+      for (std::int64_t h = 0; h < block.heads; ++h)
+        std::copy_n(block.data + t * block.token_stride + h * block.head_stride, d, scratch + (t * block.heads + h) * d);
+    const tensor_view<T> rotated = contiguous_view(scratch, block.tokens, block.heads, d);
+    if (whole_tokens)
+      positions.apply(rope, sub_view(q, first, block.tokens, 0, q.heads), rotated, first);
+    else
+      positions.apply(rope, rotated, first);
+    for (std::int64_t t = 0; t < block.tokens; ++t)
+      if (slot_mapping[first + t] >= 0)
+        store_token(codec, scratch + t * block.heads * d, d, cache, cache.k, slot_mapping[first + t], first_head,
+                    block.heads, cache.k_scale);
+  };
+  for_each_block(k, d, fused_scratch_floats, rotate_and_store);
+}
+
 template <class T, class C, class Positions>
 void rope_append_kv(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                     const tensor_view<T>& v, const Positions& positions, const std::int64_t* slot_mapping,
@@ -229,41 +327,15 @@ void rope_append_kv(const rotary_embedding& rope, const tensor_view<T>& q, const
   positions.validate(rope, q.tokens);
   validate_slots(slot_mapping, q.tokens, cache_slots(cache), "slot_mapping");
 
-  // k: copied into a T scratch (the input stays as it was), rotated there by the same kernel, then
-  // converted into the cache. When a block holds whole tokens, q's rows of those tokens rotate in
-  // the same call, so cos/sin are formed once for both.
-  const bool whole_tokens = k.heads * d <= fused_scratch_floats;
+  if constexpr (std::is_same_v<T, C>)
+    append_k_in_cache(rope, q, k, positions, slot_mapping, cache);
+  else
+    append_k_through_scratch(rope, q, k, positions, slot_mapping, cache);
   const row_codec<C> codec = active_row_codec<C>();
-  if (!whole_tokens) positions.apply(rope, q, 0);
-  alignas(64) T scratch[fused_scratch_floats];
-  const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
-    for (std::int64_t t = 0; t < block.tokens; ++t)
-      for (std::int64_t h = 0; h < block.heads; ++h)
-        std::copy_n(block.data + t * block.token_stride + h * block.head_stride, d, scratch + (t * block.heads + h) * d);
-    const tensor_view<T> rotated = contiguous_view(scratch, block.tokens, block.heads, d);
-    if (whole_tokens)
-      positions.apply(rope, sub_view(q, first, block.tokens, 0, q.heads), rotated, first);
-    else
-      positions.apply(rope, rotated, first);
-    for (std::int64_t t = 0; t < block.tokens; ++t) {
-      const std::int64_t slot = slot_mapping[first + t];
-      if (slot < 0) continue;
-      for (std::int64_t h = 0; h < block.heads; ++h) {
-        C* to = cache.k + cache_row(cache, slot, first_head + h);
-        const T* from = scratch + (t * block.heads + h) * d;
-        store_row(codec, from, to, d, cache.k_scale);
-      }
-    }
-  };
-  for_each_block(k, d, fused_scratch_floats, rotate_and_store);
-  for (std::int64_t t = 0; t < v.tokens; ++t) {
-    if (slot_mapping[t] < 0) continue;
-    for (std::int64_t h = 0; h < v.heads; ++h) {
-      C* to = cache.v + cache_row(cache, slot_mapping[t], h);
-      const T* from = v.data + t * v.token_stride + h * v.head_stride;
-      store_row(codec, from, to, d, cache.v_scale);
-    }
-  }
+  for (std::int64_t t = 0; t < v.tokens; ++t)
+    if (slot_mapping[t] >= 0)
+      store_token(codec, v.data + t * v.token_stride, v.head_stride, cache, cache.v, slot_mapping[t], 0, v.heads,
+                  cache.v_scale);
 }
 }  // namespace detail
 
@@ -368,24 +440,6 @@ void shift_through_scratch(const kv_cache_view<C>& cache, const std::int64_t* sl
                        run, scale);
     }
   }
-}
-
-// End of the run of entries from i (slots[i] >= 0) whose slots follow one another inside one cache
-// block, at most `limit` of them: their rows form one tensor_view (slot_run_view).
-inline std::int64_t slot_run_end(const std::int64_t* slots, std::int64_t i, std::int64_t count,
-                                 std::int64_t block_size, std::int64_t limit) {
-  std::int64_t end = i + 1;
-  while (end < count && end - i < limit && slots[end] == slots[end - 1] + 1 && slots[end] % block_size != 0) ++end;
-  return end;
-}
-
-// The rows of slots [slot, slot + n) of one cache block in `base` (cache.k or cache.v) as a
-// [n][kv_heads][head_dim] view: token-major for nhd blocks, head-major for hnd ones.
-template <class C>
-tensor_view<C> slot_run_view(const kv_cache_view<C>& cache, C* base, std::int64_t slot, std::int64_t n) {
-  const std::int64_t d = cache.head_dim;
-  if (cache.layout == kv_layout::nhd) return {base + cache_row(cache, slot, 0), n, cache.kv_heads, cache.kv_heads * d, d};
-  return {base + cache_row(cache, slot, 0), n, cache.kv_heads, d, cache.block_size * d};
 }
 
 // Keys of the listed slots re-rotated by rotate(view, first_entry) per run of adjacent slots (the
