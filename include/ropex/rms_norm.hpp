@@ -1,5 +1,10 @@
 // Per-head RMSNorm of q and k (Qwen3, Gemma 3/4, OLMo 2 normalise every head row before RoPE):
 // y = x / sqrt(mean(x^2) + eps) * w over the head_dim channels of each (token, head) row, in float.
+// 16-bit rows are widened, normalised and weighted in float, then rounded to T once. Gemma's HF
+// RMSNorm does the same (its float result times 1 + weight, one cast), so the two agree but where
+// the order of the sum of squares tips a rounding. HF's Qwen3RMSNorm rounds twice: the normalised
+// value is cast to the input dtype before it is multiplied by the (bf16) weight; ropex's result can
+// then differ from Qwen3's by one unit in the last place of T (tests/test_fused.cpp holds both).
 #pragma once
 
 #include <cmath>
