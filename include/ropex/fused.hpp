@@ -5,8 +5,17 @@
 //   apply_segments   one call, several requests, each with its own rotary_embedding
 // Each takes 1-D positions or multi-axis ones (axes.hpp: M-RoPE sections, interleaved M-RoPE, 2-D
 // vision), and rotates with rotary_embedding's apply / shift of the same positions.
-// Each works through blocks of rows small enough for L1/L2 (a 64 KiB stack scratch): the block is
-// read once, transformed by the same code as the separate operations, and written once.
+// Each works through blocks of rows small enough for L1/L2: the block is read once, transformed by
+// the same code as the separate operations, and written once. Float q/k and caches that hold T are
+// transformed where they lie; 16-bit norms, converting appends and int8/FP8 shifts go through one
+// stack scratch of 32 KiB (8192 elements: a whole token of q and k up to 64 heads of 128).
+//
+// Stack: with that scratch, a call needs at most about 40 KiB of the calling thread's stack with
+// 1-D positions and about 60 KiB with multi-axis ones (whose rotation keeps ~22 KiB of per-axis
+// step rows), measured by painting a thread's stack (GCC 12 -O2; unoptimised builds need up to
+// 20 KiB more). Threads with small stacks (some C libraries default to 128 KiB, some pools to
+// less) must leave that much room. The paths without the scratch (float norm_rope, appends into a
+// cache of T, 1-D shifts of float, 16-bit and int8 caches) stay under 16 KiB with 1-D positions.
 #pragma once
 
 #include <algorithm>
@@ -26,7 +35,8 @@
 namespace ropex {
 
 namespace detail {
-inline constexpr std::int64_t fused_scratch_floats = 16384;  // 64 KiB
+// The one stack scratch a call may hold (32 KiB of float, or of T): see "Stack" at the top.
+inline constexpr std::int64_t fused_scratch_floats = 8192;
 // Elements an in-place pass takes at a time (no scratch): a block's rows stay in L2 between the
 // first touch (the norm, the copy into the cache) and the rotation.
 inline constexpr std::int64_t fused_block_elements = 32768;

@@ -35,16 +35,15 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
 }
 
 // One row normalised into `out` (float) by the family's loop (detail/norm_kernels.hpp); 16-bit
-// rows are widened to float first.
+// rows are widened into `out` first and normalised there (the loop reads a row before writing it).
 template <class T>
 void normalize_row(normalize_row_fn kernel, const T* x, float* out, int head_dim, const rms_norm& norm) {
   const float eps = static_cast<float>(norm.eps);
   if constexpr (std::is_same_v<T, float>) {
     kernel(x, out, head_dim, eps, norm.weight, norm.unit_offset);
   } else {
-    float row[max_norm_dim];
-    for (int i = 0; i < head_dim; ++i) row[i] = load(x[i]);
-    kernel(row, out, head_dim, eps, norm.weight, norm.unit_offset);
+    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]);
+    kernel(out, out, head_dim, eps, norm.weight, norm.unit_offset);
   }
 }
 }  // namespace detail
