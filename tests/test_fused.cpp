@@ -147,12 +147,12 @@ TEST_CASE("rms_norm_heads reads head_dim off strided views and rejects what it c
   rms_norm_heads(contiguous_view(hm_expected.data(), 3 * tokens, 1, d), rms_norm{}, d);
   CHECK(same_bits(hm, hm_expected));
 
-  // Each view below against the same rows normalised with head_dim given.
-  const auto reads_head_dim = [&](std::vector<float> buffer, tensor_view<float> x) {
+  // A view of `buffer` from element `first` against the same rows normalised with head_dim given.
+  const auto reads_head_dim = [&](std::vector<float> buffer, std::int64_t first, tensor_view<float> x) {
     std::vector<float> want = buffer;
     tensor_view<float> y = x;
-    y.data = want.data() + (x.data - buffer.data());
-    x.data = buffer.data() + (x.data - buffer.data());
+    x.data = buffer.data() + first;
+    y.data = want.data() + first;
     rms_norm_heads(x, rms_norm{});
     rms_norm_heads(y, rms_norm{}, d);
     return same_bits(buffer, want);
@@ -160,10 +160,10 @@ TEST_CASE("rms_norm_heads reads head_dim off strided views and rejects what it c
   // MQA: the one k head of a fused qkv buffer; head_stride (unused to step between heads) says d.
   const std::int64_t mqa_row = (q_heads + 2) * d;
   std::vector<float> mqa = random_floats(std::size_t(tokens * mqa_row), 6);
-  CHECK(reads_head_dim(mqa, tensor_view<float>{mqa.data() + q_heads * d, tokens, 1, mqa_row, d}));
+  CHECK(reads_head_dim(mqa, q_heads * d, tensor_view<float>{nullptr, tokens, 1, mqa_row, d}));
   // One token of a head-major tensor: token_stride says d; a head-major one-head tensor too.
-  CHECK(reads_head_dim(hm, tensor_view<float>{hm.data(), 1, 3, d, tokens * d}));
-  CHECK(reads_head_dim(hm, tensor_view<float>{hm.data(), tokens, 1, d, tokens * d}));
+  CHECK(reads_head_dim(hm, 0, tensor_view<float>{nullptr, 1, 3, d, tokens * d}));
+  CHECK(reads_head_dim(hm, 0, tensor_view<float>{nullptr, tokens, 1, d, tokens * d}));
   // Without head_stride the one-head slice would read token_stride (the whole qkv row) as its
   // head_dim and normalise the wrong span: refused, nothing written.
   ropex_test::require_rejected(
