@@ -86,7 +86,7 @@ int reference_int8(float value, float scale) {
   return static_cast<int>(std::fmax(-127.0, std::fmin(127.0, std::nearbyint(double(quotient)))));
 }
 
-TEST_CASE("int8: all 256 codes decode to code * scale; every code but -128 encodes back to itself", "[quantization]") {
+TEST_CASE("int8: all 256 codes decode to code * scale, and every code but -128 encodes back to itself", "[quantization]") {
   for (float scale : {1.0f, 0.0375f, 3.0f}) {
     int mismatches = 0;
     for (int c = -128; c <= 127; ++c) {
