@@ -386,6 +386,26 @@ TEMPLATE_TEST_CASE("rope_append_kv with more kv heads than one scratch block hol
   check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::head_major});
 }
 
+TEMPLATE_TEST_CASE("rope_append_kv of a prefill whose q rotates in a call of its own", "[fused]", float, float16,
+                   std::int8_t, float8_e4m3) {
+  // Over 1 MiB of q (kernels::worth_prefetching): q goes first in one call, k alone per block.
+  using C = TestType;
+  const rotary_embedding rope(rope_config{128, 0, 1e6, layout::half}, plain{});
+  append_case shape;
+  shape.tokens = 72;
+  shape.q_heads = 32;
+  shape.block_size = 16;
+  shape.num_blocks = 6;
+  shape.slots.clear();
+  std::vector<std::int64_t> positions;
+  for (std::int64_t t = 0; t < shape.tokens; ++t) {
+    positions.push_back(1000 + 3 * t);
+    shape.slots.push_back(t % 9 == 4 ? -1 : (t < 60 ? t + 5 : t - 50));  // padding, a run, rewrites
+  }
+  REQUIRE(kernels::worth_prefetching(double(shape.tokens * shape.q_heads * 128) * 2));  // even for 16-bit q
+  check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::qkv});
+}
+
 TEST_CASE("rope_append_kv rejects caches that do not fit the call, naming the field", "[fused]") {
   const int d = 32;
   const rotary_embedding rope(rope_config{d}, plain{});

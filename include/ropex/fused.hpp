@@ -260,14 +260,15 @@ void norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, const tens
   norm_rope_rows(rope, q, k, positions, q_norm, k_norm);
 }
 
-// C == T: k's rows are copied into their cache slots and rotated there, together with q, by one
-// rope.apply(q_run, cache_run) per run of tokens whose slots follow one another inside a cache
-// block (slot_run_view), right after the copy while those rows are still in L1/L2. No scratch and
-// no second pass over k. Runs are taken in token order, so a slot listed twice keeps the later
-// token's key, as apply then a copy would.
+// C == T: k's rows are copied into their cache slots and rotated there by one rope.apply per run
+// of tokens whose slots follow one another inside a cache block (slot_run_view), right after the
+// copy while those rows are still in L1/L2; q's rows of the run rotate in the same call unless
+// with_q is false (q rotated already). No scratch and no second pass over k. Runs are taken in
+// token order, so a slot listed twice keeps the later token's key, as apply then a copy would.
 template <class T, class Positions>
 void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
-                       const Positions& positions, const std::int64_t* slot_mapping, const kv_cache_view<T>& cache) {
+                       const Positions& positions, const std::int64_t* slot_mapping, const kv_cache_view<T>& cache,
+                       bool with_q) {
   const int d = cache.head_dim;
   const std::int64_t tokens = q.tokens;
   const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / std::max<std::int64_t>(1, (q.heads + k.heads) * d));
@@ -276,7 +277,7 @@ void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, co
     std::int64_t end = t + 1;
     if (slot_mapping[t] < 0) {  // padding: q alone
       while (end < tokens && end - t < step && slot_mapping[end] < 0) ++end;
-      positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), t);
+      if (with_q) positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), t);
     } else {
       end = slot_run_end(slot_mapping, t, tokens, cache.block_size, step);
       const tensor_view<T> rows = slot_run_view(cache, cache.k, slot_mapping[t], end - t);
@@ -285,23 +286,24 @@ void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, co
         for (std::int64_t h = 0; h < keys.heads; ++h)
           std::copy_n(keys.data + u * keys.token_stride + h * keys.head_stride, d,
                       rows.data + u * rows.token_stride + h * rows.head_stride);
-      positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), rows, t);
+      if (with_q) positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), rows, t);
+      else positions.apply(rope, rows, t);
     }
     t = end;
   }
 }
 
 // C != T: k copied into a T scratch (the input stays as it was), rotated there by the same kernel,
-// then converted into the cache. When a block holds whole tokens, q's rows of those tokens rotate
-// in the same call, so cos/sin are formed once for both.
+// then converted into the cache. When with_q and a block holds whole tokens, q's rows of those
+// tokens rotate in the same call, so cos/sin are formed once for both.
 template <class T, class C, class Positions>
 void append_k_through_scratch(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                               const Positions& positions, const std::int64_t* slot_mapping,
-                              const kv_cache_view<C>& cache) {
+                              const kv_cache_view<C>& cache, bool with_q) {
   const int d = cache.head_dim;
-  const bool whole_tokens = k.heads * d <= fused_scratch_floats;
+  const bool whole_tokens = with_q && k.heads * d <= fused_scratch_floats;
   const row_codec<C> codec = active_row_codec<C>();
-  if (!whole_tokens) positions.apply(rope, q, 0);
+  if (with_q && !whole_tokens) positions.apply(rope, q, 0);
   alignas(64) T scratch[fused_scratch_floats];
   const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
     for (std::int64_t t = 0; t < block.tokens; ++t)
@@ -337,10 +339,16 @@ void rope_append_kv(const rotary_embedding& rope, const tensor_view<T>& q, const
   positions.validate(rope, q.tokens);
   validate_slots(slot_mapping, q.tokens, cache_slots(cache), "slot_mapping");
 
+  // q rides along with k's blocks only while the call is small. The rotation prefetches only in
+  // calls over an L2 share (kernels::worth_prefetching), and a prefill's q (4/5 of the bytes at
+  // GQA 4) streams faster through one call that does than through blocks that do not; its tokens'
+  // cos/sin are then formed twice, which costs less. Decode steps keep one formation.
+  const bool q_first = kernels::worth_prefetching(rotated_bytes(&q, 1, d));
+  if (q_first) positions.apply(rope, q, 0);
   if constexpr (std::is_same_v<T, C>)
-    append_k_in_cache(rope, q, k, positions, slot_mapping, cache);
+    append_k_in_cache(rope, q, k, positions, slot_mapping, cache, !q_first);
   else
-    append_k_through_scratch(rope, q, k, positions, slot_mapping, cache);
+    append_k_through_scratch(rope, q, k, positions, slot_mapping, cache, !q_first);
   const row_codec<C> codec = active_row_codec<C>();
   for (std::int64_t t = 0; t < v.tokens; ++t)
     if (slot_mapping[t] >= 0)
