@@ -63,6 +63,8 @@ setup(
             sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.cpp")),
             include_dirs=[str(INCLUDE), eigen_include()],
             cxx_std=17,
+            # The kernel tables compile once, in src/kernel_tables.cpp (README, "Compile time").
+            define_macros=[("ROPEX_SEPARATE_KERNELS", None)],
         )
     ],
     cmdclass={"build_ext": build_ext},
