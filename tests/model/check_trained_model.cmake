@@ -2,7 +2,7 @@
 # output file exists and passkey retrieval at the training length (factor 1) is >= MIN_ACCURACY
 # over all of its trials: the model must work at its training length before any extension
 # measured on it means anything.
-#   cmake -DSTUDY=ropex-study -DMODEL=dir -DTEXT=file -DOUT=dir -DMIN_ACCURACY=0.95 -P check_trained_model.cmake
+#   cmake -DSTUDY=ropex-study -DMODEL=dir -DTEXT=file -DOUT=dir -DMIN_ACCURACY=0.95 [-DTRIALS=40] -P check_trained_model.cmake
 #
 # Why the trials are pooled over policies and depths: a cell of 20 trials has a standard error
 # of ~5 points near 0.95, so a per-cell gate fails on two misses, and the model misses about 0.5%
@@ -14,6 +14,9 @@
 # The study is seeded, so a given build gives the same answer every run; the margin covers compilers
 # and instruction sets whose rounding flips a near-tie in greedy decoding.
 set(trials 40)
+if(DEFINED TRIALS)
+  set(trials ${TRIALS})
+endif()
 foreach(var STUDY MODEL TEXT OUT MIN_ACCURACY)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_trained_model: -D${var}=... is required")
