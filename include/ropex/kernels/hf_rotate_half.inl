@@ -39,6 +39,7 @@ struct hf_rows {
 };
 template <class T>
 struct hf_rows_source {
+  static constexpr bool pipelined = true;  // rows in memory, as stored_source's
   const T* cos;
   const T* sin;
   std::int64_t stride;

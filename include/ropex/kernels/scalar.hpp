@@ -23,6 +23,11 @@ inline float rounded(float v) {
   __asm__("" : "+x"(v));
 #elif defined(__GNUC__) && defined(__aarch64__)
   __asm__("" : "+w"(v));
+#elif defined(__GNUC__)
+  __asm__("" : "+m"(v));  // other targets: through memory, still unfusable
+#else
+  volatile float stored = v;
+  v = stored;
 #endif
   return v;
 }
@@ -126,21 +131,25 @@ inline float hf_rounded(float v) {
 template <class T>
 void hf_rotate_rows(const token_rows<T>& rows, const pair_range& range, const T* cos, const T* sin,
                     std::int64_t stride) {
-  const int half = range.half;
+  const int half = range.half, n = range.last - range.first;
   const bool interleaved = range.pairing == layout::interleaved;
-  float a[512], b[512];  // the pairs of one head, read whole before any output is written
+  // The interleaved form writes pair i's outputs where later pairs' inputs are, so a head's pairs
+  // are read whole first; the half layout reads and writes each pair in place.
+  float a[512], b[512];
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     const T* c = cos + t * stride;
     const T* s = sin + t * stride;
     for (int v = 0; v < rows.count; ++v)
       for (std::int64_t h = 0; h < rows.tensors[v].heads; ++h) {
         T* x = rows.row(v, t) + h * rows.tensors[v].head_stride;
+        if (interleaved)
+          for (int k = 0; k < n; ++k) {
+            a[k] = detail::load(x[2 * (range.first + k)]);
+            b[k] = detail::load(x[2 * (range.first + k) + 1]);
+          }
         for (int i = range.first; i < range.last; ++i) {
-          a[i - range.first] = detail::load(interleaved ? x[2 * i] : x[i]);
-          b[i - range.first] = detail::load(interleaved ? x[2 * i + 1] : x[half + i]);
-        }
-        for (int i = range.first; i < range.last; ++i) {
-          const float xa = a[i - range.first], xb = b[i - range.first];
+          const float xa = interleaved ? a[i - range.first] : detail::load(x[i]);
+          const float xb = interleaved ? b[i - range.first] : detail::load(x[half + i]);
           const float first = hf_rounded<T>(xa * detail::load(c[i])) - hf_rounded<T>(xb * detail::load(s[i]));
           const float second =
               hf_rounded<T>(xb * detail::load(c[half + i])) + hf_rounded<T>(xa * detail::load(s[half + i]));
