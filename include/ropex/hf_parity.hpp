@@ -30,8 +30,9 @@ namespace detail::hf {
 template <class T>
 void check_rotation(const tensor_view<T>& x, const T* cos, const T* sin, std::int64_t rotary_dim, const char* name) {
   static_assert(is_storage_type_v<T>, "T must be float, float16 or bfloat16");
-  require(rotary_dim > 0 && rotary_dim % 2 == 0, "rotary_dim",
-          "must be even and > 0 (got " + std::to_string(rotary_dim) + ")");
+  // Messages are built only on failure: these checks run on every call, which must not allocate.
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    fail("rotary_dim", "must be even and > 0 (got " + std::to_string(rotary_dim) + ")");
   require(rotary_dim <= (std::int64_t{1} << 30), "rotary_dim", "is too large");
   validate_view(x, static_cast<int>(rotary_dim), name);
   if (x.tokens == 0 || x.heads == 0) return;
@@ -74,8 +75,8 @@ void apply_hf_rotate_half(tensor_view<T> x, const T* cos, const T* sin, std::int
 template <class T>
 void apply_hf_rotate_half_interleave(tensor_view<T> x, const T* cos, const T* sin, std::int64_t rotary_dim) {
   detail::hf::check_rotation(x, cos, sin, rotary_dim, "x");
-  detail::require(rotary_dim <= detail::hf::max_interleave_dim, "rotary_dim",
-                  "must be <= 1024 for the interleaved variant (got " + std::to_string(rotary_dim) + ")");
+  if (rotary_dim > detail::hf::max_interleave_dim)
+    detail::fail("rotary_dim", "must be <= 1024 for the interleaved variant (got " + std::to_string(rotary_dim) + ")");
   if (x.tokens == 0 || x.heads == 0) return;
   detail::hf::rotate_rows(x, cos, sin, rotary_dim, layout::interleaved);
 }
