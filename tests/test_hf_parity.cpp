@@ -229,7 +229,8 @@ void check_fixture(const fixture& fx) {
 }  // namespace
 
 TEST_CASE("hf parity: rotate_half equals the per-op rounded reference bit for bit", "[hf_parity]") {
-  for (int d : {64, 128, 256}) {
+  // 2048: more pairs than the SIMD families stage at once (and than the interleaved form holds).
+  for (int d : {64, 128, 256, 2048}) {
     check_random_against_reference<float>(d, d, 10 + static_cast<std::uint64_t>(d));
     check_random_against_reference<float16>(d, d, 20 + static_cast<std::uint64_t>(d));
     check_random_against_reference<bfloat16>(d, d, 30 + static_cast<std::uint64_t>(d));
@@ -345,6 +346,31 @@ void check_strided(bool interleave, bool head_major) {
     check_view(buffer, tokens, heads, padded, tokens * padded, cos, sin, r, interleave);
   else
     check_view(buffer, tokens, heads, heads * padded, padded, cos, sin, r, interleave);
+}
+
+// Grouped-query attention: q (8 heads) and k (2 heads) side by side in one fused row per token,
+// each rotated with the same cos/sin rows; the other tensor's channels must stay untouched.
+template <class T>
+void check_grouped_query(bool interleave) {
+  const int d = 128, r = 96;
+  const std::int64_t tokens = 5, q_heads = 8, k_heads = 2, row = (q_heads + k_heads) * d;
+  const std::int64_t positions[] = {3, 4096, 65535, 1 << 19, 1 << 20};
+  std::vector<T> cos(static_cast<std::size_t>(tokens * r)), sin(cos.size());
+  make_hf_cos_sin<T>(rope_config{d, r}, plain{}, positions, tokens, 0, cos.data(), sin.data());
+  std::vector<T> buffer = random_values<T>(static_cast<std::size_t>(tokens * row), 7);
+  INFO("q");
+  check_view(buffer, tokens, q_heads, row, d, cos, sin, r, interleave);
+  std::vector<T> k_part(buffer.begin() + q_heads * d, buffer.end());
+  INFO("k");
+  check_view(k_part, tokens, k_heads, row, d, cos, sin, r, interleave);
+}
+
+TEST_CASE("hf parity: grouped-query q and k of a fused buffer", "[hf_parity]") {
+  for (bool interleave : {false, true}) {
+    check_grouped_query<float>(interleave);
+    check_grouped_query<float16>(interleave);
+    check_grouped_query<bfloat16>(interleave);
+  }
 }
 
 TEST_CASE("hf parity: pass-through channels and strided views", "[hf_parity]") {
