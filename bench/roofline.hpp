@@ -110,18 +110,15 @@ inline double median(std::vector<double>& v) {
 //   roofline_GBps            median over iterations of roofline_bytes per pass / pass time, 1e9 B/s
 //   calls_per_iteration      divide the per-iteration time by it for the time of one call
 // Nothing is allocated inside the loop: the per-iteration values go into vectors reserved for
-// state.max_iterations (the exact iteration count of this run). `refresh`, when given, runs before
-// every timed batch, untimed (e.g. restoring a small tensor that millions of calls would otherwise
-// drift into subnormals, which cost microcode assists no real input pays).
-template <class Kernel, class Roofline, class Refresh = void (*)()>
+// state.max_iterations (the exact iteration count of this run).
+template <class Kernel, class Roofline>
 void run_paired(benchmark::State& state, double kernel_bytes, double roofline_bytes, int calls, Kernel&& kernel,
-                Roofline&& roofline, Refresh&& refresh = [] {}) {
+                Roofline&& roofline) {
   using clock = std::chrono::steady_clock;
   std::vector<double> ratios, roofline_rates;
   ratios.reserve(static_cast<std::size_t>(state.max_iterations));
   roofline_rates.reserve(static_cast<std::size_t>(state.max_iterations));
   for (auto _ : state) {
-    refresh();
     const clock::time_point t0 = clock::now();
     for (int k = 0; k < calls; ++k) {
       kernel();

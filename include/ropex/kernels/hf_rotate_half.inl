@@ -39,7 +39,7 @@ struct hf_rows {
 };
 template <class T>
 struct hf_rows_source {
-  static constexpr bool pipelined = true;  // rows in memory, as stored_source's
+  static constexpr bool pipelined = false;  // four registers a block: no room for a second token's
   const T* cos;
   const T* sin;
   std::int64_t stride;
@@ -91,7 +91,7 @@ struct hf_pair_block {
   }
   // Pairs [0, n) from x: x86 splits 2 * lanes values by position (bfloat16 with two integer ops),
   // NEON's load_pairs de-interleaves as it loads.
-  ROPEX_ALWAYS_INLINE static input read(const T* x, int n) {
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int /*half*/, int n) {
     if constexpr (O::bf16_by_parity && std::is_same_v<T, bfloat16>) {
       const typename O::bits v = O::load_bits(x, 2 * n);
       return {O::bf16_even(v), O::bf16_odd(v)};
@@ -122,6 +122,70 @@ struct hf_pair_block {
   ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int /*half*/, int n) { O::prefetch(x, 2 * n); }
 };
 
+// Half layout, a head read whole before any of it is written, as the interleaved form must: on a
+// tensor streaming from memory this order keeps more of the head's lines in flight than a block's
+// load, rotate and store in turn (rotate_token.inl's half blocks), which the four-register
+// coefficients leave no room to pipeline a token ahead (pipelined_tokens).
+template <class T, class O = f32>
+struct hf_half_block {
+  static constexpr int pairs = O::lanes, values = O::lanes, registers = hf_rotation<T>::registers;
+  using coefficients = hf_rotation<T>;
+  struct input {
+    typename O::vec a, b;
+  };
+  ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    return coefficients::load(from, i, n);
+  }
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
+    if (n == pairs) return {O::load(x), O::load(x + half)};
+    return {O::load(x, n), O::load(x + half, n)};
+  }
+  ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    k.apply(v.a, v.b);
+    if (n == pairs) {
+      O::store(out, v.a);
+      O::store(out + half, v.b);
+    } else {
+      O::store(out, v.a, n);
+      O::store(out + half, v.b, n);
+    }
+  }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int half, int n) {
+    O::prefetch(x, n);
+    O::prefetch(x + half, n);
+  }
+};
+
+// The same for bfloat16 split by lane parity (f32::bf16_by_parity): 2 * lanes pairs a block, the
+// coefficients split as rotate_token.inl's half_block_by_parity splits them.
+template <class T, class O = f32>
+struct hf_half_block_by_parity {
+  using split = half_block_by_parity<T, O, hf_rotation<T>>;
+  static constexpr int pairs = split::pairs, values = split::values, registers = split::registers;
+  using coefficients = typename split::coefficients;
+  struct input {
+    typename O::vec ae, ao, be, bo;
+  };
+  ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    return split::load_coefficients(from, i, n);
+  }
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
+    const typename O::bits va = O::load_bits(x, n), vb = O::load_bits(x + half, n);
+    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb)};
+  }
+  ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    k.even.apply(v.ae, v.be);
+    k.odd.apply(v.ao, v.bo);
+    O::store_bits(out, O::bf16_merge(v.ae, v.ao), n);
+    O::store_bits(out + half, O::bf16_merge(v.be, v.bo), n);
+  }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int half, int n) { split::prefetch(x, half, n); }
+};
+
+template <class T>
+using hf_half_block_for = std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>,
+                                             hf_half_block_by_parity<T>, hf_half_block<T>>;
+
 // Most pairs the interleaved form rotates (a head is held whole): rotary_dim <= 1024.
 inline constexpr int hf_interleaved_max_pairs = 512;
 
@@ -143,15 +207,16 @@ ROPEX_ALWAYS_INLINE void each_block(int whole, int tail, F&& f) {
   }
 }
 
-// The interleaved batch with room for `capacity` blocks: per token its coefficients once, then per
-// head every block read, then every block written.
+// A batch of whole heads (the interleaved form; the half layout where the registers hold a head's
+// coefficients) with room for `capacity` blocks: per token its coefficients once, then per head
+// every block read, then every block written (B::read, B::write at head + b * B::pairs).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 template <class B, int capacity, class T>
-void hf_interleaved_batch_as(const token_rows<T>& rows, const pair_range& range, const hf_rows_source<T>& source) {
+void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, const hf_rows_source<T>& source) {
   // Locals: the stores go through may-alias vector types, so members read inside the loop
   // would be reloaded after every store.
   const int n = range.last - range.first, whole = n / B::pairs, tail = n - whole * B::pairs, half = range.half;
@@ -167,7 +232,7 @@ void hf_interleaved_batch_as(const token_rows<T>& rows, const pair_range& range,
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = row + h * stride;
         if (prefetch) B::prefetch(head, half, n);
-        each_block<B, capacity>(whole, tail, [&](auto b, int m) { x[b] = B::read(head + b * B::values, m); });
+        each_block<B, capacity>(whole, tail, [&](auto b, int m) { x[b] = B::read(head + b * B::values, half, m); });
         each_block<B, capacity>(whole, tail,
                                 [&](auto b, int m) { B::write(head + b * B::pairs, half, k[b], x[b], m); });
       }
@@ -185,12 +250,16 @@ void hf_rotate_rows(const token_rows<T>& rows, const pair_range& range, const T*
   if (range.last <= range.first) return;
   hf_rows_source<T> source{cos, sin, stride, range.first, range.half};
   if (range.pairing == layout::half) {
-    rotate_batch_as<half_block_for<T, hf_rotation<T>>>(rows, range, source, range.first);
+    using H = hf_half_block_for<T>;
+    if ((range.last - range.first + H::pairs - 1) / H::pairs <= held_capacity<H>)
+      hf_whole_head_batch_as<H, held_capacity<H>>(rows, range, source);
+    else
+      rotate_batch_as<half_block_for<T, hf_rotation<T>>>(rows, range, source, range.first);
     return;
   }
   using B = hf_pair_block<T>;
   if ((range.last - range.first + B::pairs - 1) / B::pairs <= held_capacity<B>)
-    hf_interleaved_batch_as<B, held_capacity<B>>(rows, range, source);
+    hf_whole_head_batch_as<B, held_capacity<B>>(rows, range, source);
   else
-    hf_interleaved_batch_as<B, hf_interleaved_max_pairs / B::pairs>(rows, range, source);
+    hf_whole_head_batch_as<B, hf_interleaved_max_pairs / B::pairs>(rows, range, source);
 }
