@@ -452,3 +452,42 @@ TEST_CASE("hf parity: rejects bad arguments before writing", "[hf_parity]") {
   for (float v : cos) CHECK(v == 1.0f);
   for (float v : x) CHECK(v == 1.0f);
 }
+
+#if ROPEX_KERNELS_X86
+// On a CPU with AVX512_BF16 the avx512 family's bfloat16 entry is avx512_bf16's, so the family
+// tests above never reach the integer rounding that CPUs without it (Skylake-X, Ice Lake) run:
+// both are called here directly against the scalar reference, with zeros and subnormals among the
+// inputs.
+TEST_CASE("hf parity: both AVX-512 bfloat16 roundings equal the scalar reference", "[hf_parity]") {
+  if (!kernels::isa_available(kernels::isa::avx512)) {
+    WARN("skipping: no AVX-512 here");
+    return;
+  }
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80};
+  for (layout pairing : {layout::half, layout::interleaved})
+    for (int r : {2, 30, 64, 128, 256}) {
+      const std::int64_t tokens = 3, heads = 2, d = r + 6;
+      std::vector<bfloat16> x = random_values<bfloat16>(static_cast<std::size_t>(tokens * heads * d), 200 + static_cast<std::uint64_t>(r));
+      for (std::size_t i = 0; i < x.size(); i += 7) x[i] = bfloat16::from_bits(specials[i % 7]);
+      std::vector<bfloat16> cos = random_values<bfloat16>(static_cast<std::size_t>(tokens * r), 300 + static_cast<std::uint64_t>(r)),
+                            sin = random_values<bfloat16>(cos.size(), 400 + static_cast<std::uint64_t>(r));
+      for (std::size_t i = 0; i < cos.size(); i += 5) sin[i] = bfloat16::from_bits(0x0001);  // subnormal products
+      std::vector<bfloat16> expected = x, integer = x, converted = x;
+      const int half = r / 2;
+      const kernels::pair_range range{0, half, half, pairing, false};
+      const auto rotate = [&](std::vector<bfloat16>& y, auto kernel) {
+        const tensor_view<bfloat16> view{y.data(), tokens, heads, heads * d, d};
+        kernel(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{r});
+      };
+      rotate(expected, &kernels::scalar::hf_rotate_rows<bfloat16>);
+      rotate(integer, &kernels::avx512::hf_rotate_rows<bfloat16>);
+      if (kernels::has_avx512_bf16()) rotate(converted, &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
+      else converted = expected;
+      std::size_t differing = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        differing += (bits_of(integer[i]) != bits_of(expected[i])) + (bits_of(converted[i]) != bits_of(expected[i]));
+      INFO("rotary_dim " << r << (pairing == layout::interleaved ? ", interleaved" : ""));
+      CHECK(differing == 0);
+    }
+}
+#endif
