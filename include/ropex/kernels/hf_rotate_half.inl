@@ -39,7 +39,9 @@ struct hf_rows {
 };
 template <class T>
 struct hf_rows_source {
-  static constexpr bool pipelined = false;  // four registers a block: no room for a second token's
+  // Not read a token ahead (pipelined_tokens): a block's coefficients take four registers, so a
+  // second token's do not fit beside them.
+  static constexpr bool pipelined = false;
   const T* cos;
   const T* sin;
   std::int64_t stride;
@@ -209,7 +211,8 @@ ROPEX_ALWAYS_INLINE void each_block(int whole, int tail, F&& f) {
 
 // A batch of whole heads (the interleaved form; the half layout where the registers hold a head's
 // coefficients) with room for `capacity` blocks: per token its coefficients once, then per head
-// every block read, then every block written (B::read, B::write at head + b * B::pairs).
+// every block read, then every block written (B::read, B::write at head + b * B::pairs). Pairs from
+// range.first == 0 (hf_rotate_rows takes the other path for a half-layout range that starts later).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -251,7 +254,7 @@ void hf_rotate_rows(const token_rows<T>& rows, const pair_range& range, const T*
   hf_rows_source<T> source{cos, sin, stride, range.first, range.half};
   if (range.pairing == layout::half) {
     using H = hf_half_block_for<T>;
-    if ((range.last - range.first + H::pairs - 1) / H::pairs <= held_capacity<H>)
+    if (range.first == 0 && (range.last + H::pairs - 1) / H::pairs <= held_capacity<H>)
       hf_whole_head_batch_as<H, held_capacity<H>>(rows, range, source);
     else
       rotate_batch_as<half_block_for<T, hf_rotation<T>>>(rows, range, source, range.first);
