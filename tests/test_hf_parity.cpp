@@ -60,15 +60,49 @@ std::vector<T> random_values(std::size_t n, std::uint64_t seed, float scale = 1)
   return v;
 }
 
-std::vector<kernels::isa> families() {
-  std::vector<kernels::isa> out{kernels::isa::scalar};
-  if (kernels::isa_available(kernels::isa::avx2)) out.push_back(kernels::isa::avx2);
-  if (kernels::isa_available(kernels::isa::avx512)) out.push_back(kernels::isa::avx512);
-  return out;
+std::vector<kernels::isa> families() { return kernels::available_isas(); }
+
+// apply_rotary_pos_emb_interleave's input order: the first r channels de-interleaved.
+template <class T>
+void deinterleave(T* x, int r) {
+  std::vector<T> row(x, x + r);
+  for (int i = 0; i < r / 2; ++i) {
+    x[i] = row[static_cast<std::size_t>(2 * i)];
+    x[r / 2 + i] = row[static_cast<std::size_t>(2 * i + 1)];
+  }
+}
+
+// Every family on a copy of `buffer` viewed as (tokens, heads, token_stride, head_stride), rotary
+// part r, against reference_row applied to each head of another copy: every element of the
+// buffer (rotated, passed through, or between heads) must have the reference's bits.
+template <class T>
+void check_view(const std::vector<T>& buffer, std::int64_t tokens, std::int64_t heads, std::int64_t token_stride,
+                std::int64_t head_stride, const std::vector<T>& cos, const std::vector<T>& sin, int r,
+                bool interleave) {
+  std::vector<T> expected = buffer;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      T* row = expected.data() + t * token_stride + h * head_stride;
+      if (interleave) deinterleave(row, r);
+      reference_row(row, cos.data() + t * r, sin.data() + t * r, r);
+    }
+  for (kernels::isa family : families()) {
+    kernels::forced_isa guard(family);
+    std::vector<T> y = buffer;
+    const tensor_view<T> view{y.data(), tokens, heads, token_stride, head_stride};
+    if (interleave)
+      apply_hf_rotate_half_interleave(view, cos.data(), sin.data(), r);
+    else
+      apply_hf_rotate_half(view, cos.data(), sin.data(), r);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) differing += bits_of(y[i]) != bits_of(expected[i]);
+    INFO("isa " << kernels::isa_name(family) << ", rotary_dim " << r << (interleave ? ", interleaved" : ""));
+    CHECK(differing == 0);
+  }
 }
 
 template <class T>
-void check_random_against_reference(int head_dim, int rotary_dim, std::uint64_t seed) {
+void check_random_against_reference(int head_dim, int rotary_dim, std::uint64_t seed, bool interleave = false) {
   const std::int64_t tokens = 9, heads = 3;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
   std::mt19937_64 g(seed);
@@ -78,20 +112,11 @@ void check_random_against_reference(int head_dim, int rotary_dim, std::uint64_t 
   std::vector<T> cos(static_cast<std::size_t>(tokens * rotary_dim)), sin(cos.size());
   make_hf_cos_sin<T>(cfg, plain{}, positions.data(), tokens, 0, cos.data(), sin.data());
   const std::vector<T> x = random_values<T>(static_cast<std::size_t>(tokens * heads * head_dim), seed + 1);
-  std::vector<T> expected = x;
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t h = 0; h < heads; ++h)
-      reference_row(expected.data() + (t * heads + h) * head_dim, cos.data() + t * rotary_dim,
-                    sin.data() + t * rotary_dim, rotary_dim);
-  for (kernels::isa family : families()) {
-    kernels::forced_isa guard(family);
-    std::vector<T> y = x;
-    apply_hf_rotate_half(contiguous_view(y.data(), tokens, heads, head_dim), cos.data(), sin.data(), rotary_dim);
-    std::size_t differing = 0;
-    for (std::size_t i = 0; i < y.size(); ++i) differing += bits_of(y[i]) != bits_of(expected[i]);
-    INFO("isa " << kernels::isa_name(family) << ", head_dim " << head_dim << ", rotary_dim " << rotary_dim);
-    CHECK(differing == 0);
-  }
+  INFO("head_dim " << head_dim);
+  check_view(x, tokens, heads, heads * head_dim, head_dim, cos, sin, rotary_dim, interleave);
+  // Rows whose halves differ (HF's are equal): each output must take its own channel's cos/sin.
+  check_view(x, tokens, heads, heads * head_dim, head_dim, random_values<T>(cos.size(), seed + 2),
+             random_values<T>(cos.size(), seed + 3), rotary_dim, interleave);
 }
 
 // ---- PyTorch fixtures ------------------------------------------------------------------------
@@ -204,7 +229,8 @@ void check_fixture(const fixture& fx) {
 }  // namespace
 
 TEST_CASE("hf parity: rotate_half equals the per-op rounded reference bit for bit", "[hf_parity]") {
-  for (int d : {64, 128, 256}) {
+  // 2048: more pairs than the SIMD families stage at once (and than the interleaved form holds).
+  for (int d : {64, 128, 256, 2048}) {
     check_random_against_reference<float>(d, d, 10 + static_cast<std::uint64_t>(d));
     check_random_against_reference<float16>(d, d, 20 + static_cast<std::uint64_t>(d));
     check_random_against_reference<bfloat16>(d, d, 30 + static_cast<std::uint64_t>(d));
@@ -214,6 +240,21 @@ TEST_CASE("hf parity: rotate_half equals the per-op rounded reference bit for bi
     check_random_against_reference<float>(80, r, 40 + static_cast<std::uint64_t>(r));
     check_random_against_reference<float16>(80, r, 50 + static_cast<std::uint64_t>(r));
     check_random_against_reference<bfloat16>(80, r, 60 + static_cast<std::uint64_t>(r));
+  }
+}
+
+TEST_CASE("hf parity: the interleaved variant equals the per-op rounded reference bit for bit", "[hf_parity]") {
+  // Heads the SIMD families hold in registers (64, 128) and ones they read through the stack
+  // (256, 1024), partial rotary and tails that are not a multiple of the vector width.
+  for (int d : {64, 128, 256, 1024}) {
+    check_random_against_reference<float>(d, d, 70 + static_cast<std::uint64_t>(d), true);
+    check_random_against_reference<float16>(d, d, 80 + static_cast<std::uint64_t>(d), true);
+    check_random_against_reference<bfloat16>(d, d, 90 + static_cast<std::uint64_t>(d), true);
+  }
+  for (int r : {2, 6, 32, 34, 50}) {
+    check_random_against_reference<float>(80, r, 100 + static_cast<std::uint64_t>(r), true);
+    check_random_against_reference<float16>(80, r, 110 + static_cast<std::uint64_t>(r), true);
+    check_random_against_reference<bfloat16>(80, r, 120 + static_cast<std::uint64_t>(r), true);
   }
 }
 
@@ -290,24 +331,60 @@ TEST_CASE("hf parity: make_hf_cos_sin(config) against PyTorch's rows: what match
   CHECK(differing == 1);
 }
 
-TEST_CASE("hf parity: pass-through channels and strided views", "[hf_parity]") {
-  const int head_dim = 96, r = 32;
-  const std::int64_t tokens = 4, heads = 2, padded = 128;  // head rows 128 apart inside a fused buffer
-  std::vector<float> cos(static_cast<std::size_t>(tokens * r)), sin(cos.size());
+// Head rows `padded` apart inside a larger buffer, token-major or head-major: channels from r on,
+// inside a head or between heads, must come out untouched.
+template <class T>
+void check_strided(bool interleave, bool head_major) {
+  const int head_dim = 96, r = 34;
+  const std::int64_t tokens = 4, heads = 3, padded = 112;
+  std::vector<T> cos(static_cast<std::size_t>(tokens * r)), sin(cos.size());
   const std::int64_t positions[] = {0, 7, 4096, 1 << 20};
-  make_hf_cos_sin<float>(rope_config{head_dim, r}, plain{}, positions, tokens, 0, cos.data(), sin.data());
-  std::vector<float> buffer = random_values<float>(static_cast<std::size_t>(tokens * heads * padded), 5);
-  const std::vector<float> before = buffer;
-  apply_hf_rotate_half(tensor_view<float>{buffer.data(), tokens, heads, heads * padded, padded}, cos.data(), sin.data(),
-                       r);
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t i = r; i < padded; ++i) {
-        const auto k = static_cast<std::size_t>((t * heads + h) * padded + i);
-        CHECK(bits_of(buffer[k]) == bits_of(before[k]));
-      }
+  make_hf_cos_sin<T>(rope_config{head_dim, r}, plain{}, positions, tokens, 0, cos.data(), sin.data());
+  const std::vector<T> buffer = random_values<T>(static_cast<std::size_t>(tokens * heads * padded), 5);
+  INFO((head_major ? "head-major" : "token-major"));
+  if (head_major)
+    check_view(buffer, tokens, heads, padded, tokens * padded, cos, sin, r, interleave);
+  else
+    check_view(buffer, tokens, heads, heads * padded, padded, cos, sin, r, interleave);
+}
+
+// Grouped-query attention: q (8 heads) and k (2 heads) side by side in one fused row per token,
+// each rotated with the same cos/sin rows; the other tensor's channels must stay untouched.
+template <class T>
+void check_grouped_query(bool interleave) {
+  const int d = 128, r = 96;
+  const std::int64_t tokens = 5, q_heads = 8, k_heads = 2, row = (q_heads + k_heads) * d;
+  const std::int64_t positions[] = {3, 4096, 65535, 1 << 19, 1 << 20};
+  std::vector<T> cos(static_cast<std::size_t>(tokens * r)), sin(cos.size());
+  make_hf_cos_sin<T>(rope_config{d, r}, plain{}, positions, tokens, 0, cos.data(), sin.data());
+  std::vector<T> buffer = random_values<T>(static_cast<std::size_t>(tokens * row), 7);
+  INFO("q");
+  check_view(buffer, tokens, q_heads, row, d, cos, sin, r, interleave);
+  std::vector<T> k_part(buffer.begin() + q_heads * d, buffer.end());
+  INFO("k");
+  check_view(k_part, tokens, k_heads, row, d, cos, sin, r, interleave);
+}
+
+TEST_CASE("hf parity: grouped-query q and k of a fused buffer", "[hf_parity]") {
+  for (bool interleave : {false, true}) {
+    check_grouped_query<float>(interleave);
+    check_grouped_query<float16>(interleave);
+    check_grouped_query<bfloat16>(interleave);
+  }
+}
+
+TEST_CASE("hf parity: pass-through channels and strided views", "[hf_parity]") {
+  for (bool interleave : {false, true})
+    for (bool head_major : {false, true}) {
+      check_strided<float>(interleave, head_major);
+      check_strided<float16>(interleave, head_major);
+      check_strided<bfloat16>(interleave, head_major);
+    }
   // Position 0: cos 1, sin 0 -> identity on the rotated channels as well.
-  for (std::int64_t i = 0; i < r; ++i) CHECK(buffer[static_cast<std::size_t>(i)] == before[static_cast<std::size_t>(i)]);
+  std::vector<float> x = random_values<float>(64, 6), cos(64, 1.0f), sin(64, 0.0f);
+  const std::vector<float> before = x;
+  apply_hf_rotate_half(contiguous_view(x.data(), 1, 1, 64), cos.data(), sin.data(), 64);
+  CHECK(x == before);
 }
 
 TEST_CASE("hf parity: make_hf_cos_sin follows HF's float32 angle", "[hf_parity]") {
@@ -375,3 +452,42 @@ TEST_CASE("hf parity: rejects bad arguments before writing", "[hf_parity]") {
   for (float v : cos) CHECK(v == 1.0f);
   for (float v : x) CHECK(v == 1.0f);
 }
+
+#if ROPEX_KERNELS_X86
+// On a CPU with AVX512_BF16 the avx512 family's bfloat16 entry is avx512_bf16's, so the family
+// tests above never reach the integer rounding that CPUs without it (Skylake-X, Ice Lake) run:
+// both are called here directly against the scalar reference, with zeros and subnormals among the
+// inputs.
+TEST_CASE("hf parity: both AVX-512 bfloat16 roundings equal the scalar reference", "[hf_parity]") {
+  if (!kernels::isa_available(kernels::isa::avx512)) {
+    WARN("skipping: no AVX-512 here");
+    return;
+  }
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80};
+  for (layout pairing : {layout::half, layout::interleaved})
+    for (int r : {2, 30, 64, 128, 256}) {
+      const std::int64_t tokens = 3, heads = 2, d = r + 6;
+      std::vector<bfloat16> x = random_values<bfloat16>(static_cast<std::size_t>(tokens * heads * d), 200 + static_cast<std::uint64_t>(r));
+      for (std::size_t i = 0; i < x.size(); i += 7) x[i] = bfloat16::from_bits(specials[i % 7]);
+      std::vector<bfloat16> cos = random_values<bfloat16>(static_cast<std::size_t>(tokens * r), 300 + static_cast<std::uint64_t>(r)),
+                            sin = random_values<bfloat16>(cos.size(), 400 + static_cast<std::uint64_t>(r));
+      for (std::size_t i = 0; i < cos.size(); i += 5) sin[i] = bfloat16::from_bits(0x0001);  // subnormal products
+      std::vector<bfloat16> expected = x, integer = x, converted = x;
+      const int half = r / 2;
+      const kernels::pair_range range{0, half, half, pairing, false};
+      const auto rotate = [&](std::vector<bfloat16>& y, auto kernel) {
+        const tensor_view<bfloat16> view{y.data(), tokens, heads, heads * d, d};
+        kernel(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{r});
+      };
+      rotate(expected, &kernels::scalar::hf_rotate_rows<bfloat16>);
+      rotate(integer, &kernels::avx512::hf_rotate_rows<bfloat16>);
+      if (kernels::has_avx512_bf16()) rotate(converted, &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
+      else converted = expected;
+      std::size_t differing = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        differing += (bits_of(integer[i]) != bits_of(expected[i])) + (bits_of(converted[i]) != bits_of(expected[i]));
+      INFO("rotary_dim " << r << (pairing == layout::interleaved ? ", interleaved" : ""));
+      CHECK(differing == 0);
+    }
+}
+#endif

@@ -21,7 +21,7 @@
 #include "ropex/view.hpp"
 #define ROPEX_INSIDE
 #include "ropex/detail/hf_float32_frequencies.hpp"
-#include "ropex/detail/hf_rotate_half.hpp"
+#include "ropex/detail/rotation_driver.hpp"
 
 namespace ropex {
 
@@ -30,8 +30,9 @@ namespace detail::hf {
 template <class T>
 void check_rotation(const tensor_view<T>& x, const T* cos, const T* sin, std::int64_t rotary_dim, const char* name) {
   static_assert(is_storage_type_v<T>, "T must be float, float16 or bfloat16");
-  require(rotary_dim > 0 && rotary_dim % 2 == 0, "rotary_dim",
-          "must be even and > 0 (got " + std::to_string(rotary_dim) + ")");
+  // Messages are built only on failure: these checks run on every call, which must not allocate.
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    fail("rotary_dim", "must be even and > 0 (got " + std::to_string(rotary_dim) + ")");
   require(rotary_dim <= (std::int64_t{1} << 30), "rotary_dim", "is too large");
   validate_view(x, static_cast<int>(rotary_dim), name);
   if (x.tokens == 0 || x.heads == 0) return;
@@ -39,26 +40,17 @@ void check_rotation(const tensor_view<T>& x, const T* cos, const T* sin, std::in
   require(sin != nullptr, "sin", "is null");
 }
 
+// The rotation through the family chosen for the call (kernels/registry.hpp): pairs [0, r/2) of
+// every head, token t with cos/sin row t.
 template <class T>
-void rotate_half_rows(const tensor_view<T>& x, const T* cos, const T* sin, std::int64_t rotary_dim) {
-#if ROPEX_KERNELS_X86
-  if (kernels::active_isa() == kernels::isa::avx512) {
-    avx512::rotate_half_rows(x.data, x.tokens, x.heads, x.token_stride, x.head_stride, cos, sin, rotary_dim);
-    return;
-  }
-  if (kernels::active_isa() == kernels::isa::avx2) {
-    avx2::rotate_half_rows(x.data, x.tokens, x.heads, x.token_stride, x.head_stride, cos, sin, rotary_dim);
-    return;
-  }
-#endif
-  const std::int64_t half = rotary_dim / 2;
-  for (std::int64_t t = 0; t < x.tokens; ++t)
-    for (std::int64_t h = 0; h < x.heads; ++h)
-      rotate_half_row_scalar(x.data + t * x.token_stride + h * x.head_stride, cos + t * rotary_dim,
-                             sin + t * rotary_dim, half);
+void rotate_rows(const tensor_view<T>& x, const T* cos, const T* sin, std::int64_t rotary_dim, layout pairing) {
+  const kernels::token_rows<T> rows = rows_of(&x, 1);
+  const int half = static_cast<int>(rotary_dim / 2);
+  const kernels::pair_range range{0, half, half, pairing, prefetch_rows(rows, 2 * half)};
+  kernels::active_kernels<T>().hf_rotate(rows, range, cos, sin, rotary_dim);
 }
 
-// Largest rotary_dim the interleaved variant de-interleaves on the stack.
+// Largest rotary_dim of the interleaved variant, which holds a head's rotated pairs whole.
 inline constexpr std::int64_t max_interleave_dim = 1024;
 }  // namespace detail::hf
 
@@ -73,7 +65,7 @@ template <class T>
 void apply_hf_rotate_half(tensor_view<T> x, const T* cos, const T* sin, std::int64_t rotary_dim) {
   detail::hf::check_rotation(x, cos, sin, rotary_dim, "x");
   if (x.tokens == 0 || x.heads == 0) return;
-  detail::hf::rotate_half_rows(x, cos, sin, rotary_dim);
+  detail::hf::rotate_rows(x, cos, sin, rotary_dim, layout::half);
 }
 
 // transformers' apply_rotary_pos_emb_interleave (DeepSeek V2/V3), bit for bit: the first r channels
@@ -83,21 +75,10 @@ void apply_hf_rotate_half(tensor_view<T> x, const T* cos, const T* sin, std::int
 template <class T>
 void apply_hf_rotate_half_interleave(tensor_view<T> x, const T* cos, const T* sin, std::int64_t rotary_dim) {
   detail::hf::check_rotation(x, cos, sin, rotary_dim, "x");
-  detail::require(rotary_dim <= detail::hf::max_interleave_dim, "rotary_dim",
-                  "must be <= 1024 for the interleaved variant (got " + std::to_string(rotary_dim) + ")");
+  if (rotary_dim > detail::hf::max_interleave_dim)
+    detail::fail("rotary_dim", "must be <= 1024 for the interleaved variant (got " + std::to_string(rotary_dim) + ")");
   if (x.tokens == 0 || x.heads == 0) return;
-  const std::int64_t half = rotary_dim / 2;
-  T row[detail::hf::max_interleave_dim];
-  for (std::int64_t t = 0; t < x.tokens; ++t)
-    for (std::int64_t h = 0; h < x.heads; ++h) {
-      T* p = x.data + t * x.token_stride + h * x.head_stride;
-      for (std::int64_t i = 0; i < half; ++i) {
-        row[i] = p[2 * i];
-        row[half + i] = p[2 * i + 1];
-      }
-      for (std::int64_t i = 0; i < rotary_dim; ++i) p[i] = row[i];
-    }
-  detail::hf::rotate_half_rows(x, cos, sin, rotary_dim);
+  detail::hf::rotate_rows(x, cos, sin, rotary_dim, layout::interleaved);
 }
 
 // HF's inv_freq in float32 for a policy (r/2 entries; proportional and other head-wide policies

@@ -1,5 +1,5 @@
-// Every apply / apply_inverse / shift / shift_each entry point (1-D, q+k, table, multi-axis) and
-// the ONNX operator performs no heap allocation: the hot path neither allocates nor throws, and
+// Every apply / apply_inverse / shift / shift_each entry point (1-D, q+k, table, multi-axis), the
+// ONNX operator and the Hugging Face parity rotations perform no heap allocation: the hot path neither allocates nor throws, and
 // checks build their messages only on failure. A counting global operator new sees every
 // allocation of the process; only those inside the measured call are counted.
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "ropex/hf_parity.hpp"
 #include "ropex/onnx.hpp"
 #include "ropex/ropex.hpp"
 
@@ -163,6 +164,27 @@ void check_onnx() {
   }
 }
 
+// Both parity variants, full and partial rotary, q and k of a fused buffer (GQA: 4 and 2 heads),
+// a decode call and a prefill over the prefetch threshold.
+template <class T>
+void check_hf_parity() {
+  const std::int64_t q_heads = 4, k_heads = 2, d = 128, row = (q_heads + k_heads) * d;
+  for (std::int64_t tokens : {std::int64_t{1}, std::int64_t{600}})
+    for (std::int64_t r : {std::int64_t{128}, std::int64_t{64}}) {
+      std::vector<T> buf(static_cast<std::size_t>(tokens * row), T(0.5f));
+      std::vector<T> cos(static_cast<std::size_t>(tokens * r), T(0.5f)), sin(cos.size(), T(0.25f));
+      const ropex::tensor_view<T> q{buf.data(), tokens, q_heads, row, d}, k{buf.data() + q_heads * d, tokens, k_heads, row, d};
+      for (isa family : families()) {
+        ropex::kernels::forced_isa guard(family);
+        INFO(ropex::kernels::isa_name(family) << ", rotary_dim " << r << ", " << tokens << " tokens");
+        CHECK(allocations_of([&] { ropex::apply_hf_rotate_half(q, cos.data(), sin.data(), r); }) == 0);
+        CHECK(allocations_of([&] { ropex::apply_hf_rotate_half(k, cos.data(), sin.data(), r); }) == 0);
+        CHECK(allocations_of([&] { ropex::apply_hf_rotate_half_interleave(q, cos.data(), sin.data(), r); }) == 0);
+        CHECK(allocations_of([&] { ropex::apply_hf_rotate_half_interleave(k, cos.data(), sin.data(), r); }) == 0);
+      }
+    }
+}
+
 std::vector<int>* sink = nullptr;
 
 }  // namespace
@@ -195,6 +217,12 @@ TEST_CASE("allocations: the ONNX operator allocates nothing", "[allocations]") {
   check_onnx<float>();
   check_onnx<ropex::float16>();
   check_onnx<ropex::bfloat16>();
+}
+
+TEST_CASE("allocations: the Hugging Face parity rotations allocate nothing", "[allocations]") {
+  check_hf_parity<float>();
+  check_hf_parity<ropex::float16>();
+  check_hf_parity<ropex::bfloat16>();
 }
 
 TEST_CASE("allocations: a rejected call still names the field", "[allocations]") {

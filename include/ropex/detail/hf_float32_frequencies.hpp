@@ -21,9 +21,11 @@
 #include "ropex/config.hpp"
 #include "ropex/frequencies.hpp"
 #include "ropex/policies.hpp"
-#include "ropex/detail/hf_rotate_half.hpp"  // keep(): no contraction
+#include "ropex/kernels/scalar.hpp"  // rounded(): no contraction
 
 namespace ropex::detail::hf {
+
+using kernels::scalar::rounded;
 
 inline float f32(double v) { return static_cast<float>(v); }
 
@@ -94,8 +96,8 @@ inline std::vector<float> inv_freq(const rope_config& c, const yarn& p, std::int
     const float extrapolation = 1.0f / pf[i], interpolation = 1.0f / (factor * pf[i]);
     const float ramp = std::clamp((static_cast<float>(i) - low_f) / span, 0.0f, 1.0f);
     const float w = 1.0f - ramp;  // inv_freq_extrapolation_factor
-    const float blended_interpolation = keep(interpolation * (1.0f - w));
-    inv[i] = blended_interpolation + keep(extrapolation * w);
+    const float blended_interpolation = rounded(interpolation * (1.0f - w));
+    inv[i] = blended_interpolation + rounded(extrapolation * w);
   }
   return inv;
 }
@@ -111,8 +113,8 @@ inline std::vector<float> inv_freq(const rope_config& c, const llama3& p, std::i
     float scaled = wavelen > low_wavelen ? v / factor : v;
     if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
       const float smooth = ((1.0f / wavelen) * f32(L) - low) / span;
-      const float left = keep((1.0f - smooth) * scaled) / factor;
-      scaled = left + keep(smooth * scaled);
+      const float left = rounded((1.0f - smooth) * scaled) / factor;
+      scaled = left + rounded(smooth * scaled);
     }
     v = scaled;
   }

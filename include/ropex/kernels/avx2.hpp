@@ -213,9 +213,21 @@ struct f32 {
 
   template <class T>
   static void prefetch(const T* p, int count) { prefetch_ahead(p, count); }
+
+  // The ops of hf_rotate_half.inl (its header says what each must do).
+  static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+  static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+  template <class T>
+  static vec round_to(vec v) {
+    if constexpr (std::is_same_v<T, float>) return in_register(v);
+    else if constexpr (std::is_same_v<T, float16>) return _mm256_cvtph_ps(half_bits(v));
+    else return _mm256_castsi256_ps(_mm256_and_si256(bf16_rounded_lane(v), _mm256_set1_epi32(-65536)));
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"
+#include "ropex/kernels/hf_rotate_half.inl"
 
 }  // namespace ropex::kernels::avx2
 ROPEX_END_TARGET

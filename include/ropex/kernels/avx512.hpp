@@ -199,9 +199,21 @@ struct f32 {
 
   template <class T>
   static void prefetch(const T* p, int count) { prefetch_ahead(p, count); }
+
+  // The ops of hf_rotate_half.inl (its header says what each must do).
+  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+  static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  template <class T>
+  static vec round_to(vec v) {
+    if constexpr (std::is_same_v<T, float>) return in_register(v);
+    else if constexpr (std::is_same_v<T, float16>) return _mm512_cvtph_ps(half_bits(v));
+    else return _mm512_castsi512_ps(_mm512_and_si512(bf16_rounded_lane_not_nan(v), _mm512_set1_epi32(-65536)));
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"
+#include "ropex/kernels/hf_rotate_half.inl"
 
 }  // namespace ropex::kernels::avx512
 #if defined(__GNUC__) && !defined(__clang__)
@@ -246,6 +258,7 @@ struct f32 : avx512::f32 {
 };
 
 #include "ropex/kernels/rotate_token.inl"
+#include "ropex/kernels/hf_rotate_half.inl"
 
 }  // namespace ropex::kernels::avx512_bf16
 #if defined(__GNUC__) && !defined(__clang__)

@@ -185,9 +185,29 @@ struct f32 {
   static constexpr bool bf16_by_parity = false;  // untried: widening is cheap on NEON (vshll)
   template <class T>
   static void prefetch(const T*, int) {}  // untried on NEON (kernels/prefetch.hpp)
+
+  // The ops of hf_rotate_half.inl (its header says what each must do). bfloat16: types.hpp's
+  // rounding on the full lane, low half cleared.
+  static vec mul(vec a, vec b) { return vmulq_f32(a, b); }
+  static vec add(vec a, vec b) { return vaddq_f32(a, b); }
+  static vec sub(vec a, vec b) { return vsubq_f32(a, b); }
+  template <class T>
+  static vec round_to(vec v) {
+    if constexpr (std::is_same_v<T, float>) {
+      __asm__("" : "+w"(v));
+      return v;
+    } else if constexpr (std::is_same_v<T, float16>) {
+      return vcvt_f32_f16(vcvt_f16_f32(v));
+    } else {
+      const uint32x4_t bits = vreinterpretq_u32_f32(v);
+      const uint32x4_t bias = vaddq_u32(vandq_u32(vshrq_n_u32(bits, 16), vdupq_n_u32(1)), vdupq_n_u32(0x7fff));
+      return vreinterpretq_f32_u32(vandq_u32(vaddq_u32(bits, bias), vdupq_n_u32(0xffff0000u)));
+    }
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"
+#include "ropex/kernels/hf_rotate_half.inl"
 
 }  // namespace ropex::kernels::neon
 #endif

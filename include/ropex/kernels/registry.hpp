@@ -5,7 +5,7 @@
 // benchmarks all read these rows; none of them lists ISAs itself.
 //
 // Adding an ISA (SVE, AVX10, ...): its ops file under kernels/ (structs f32 and f64, then the
-// includes of rotate_token.inl and exact_cos_sin.inl), one enumerator in `isa`, one
+// includes of exact_cos_sin.inl, rotate_token.inl and hf_rotate_half.inl), one enumerator in `isa`, one
 // detection function and one row below.
 #pragma once
 #ifndef ROPEX_INSIDE
@@ -52,6 +52,8 @@ struct kernel_set {
   void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
   void (*from_float)(const float*, T*, std::size_t);
+  // Hugging Face parity (scalar::hf_rotate_rows): null for the types that mode does not take.
+  void (*hf_rotate)(const token_rows<T>&, const pair_range&, const T*, const T*, std::int64_t);
 };
 
 // A family's entry points for every storage type.
@@ -116,9 +118,20 @@ inline bool has_avx512_bf16() {
 }
 
 namespace detail {
+// kernel_set<T>::hf_rotate from pick(T*), which names a family's hf_rotate_rows<T>: only for the
+// types of the parity mode (float, float16, bfloat16), so no other type instantiates it.
+template <class T, class Pick>
+auto hf_rotate_entry(Pick pick) -> decltype(kernel_set<T>::hf_rotate) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return pick(static_cast<T*>(nullptr));
+  else
+    return nullptr;
+}
+
 // The kernel sets of the namespace that holds one family's kernels.
 #define ROPEX_KERNEL_SET(family, ns, T) \
-  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
+  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T>, \
+                  hf_rotate_entry<T>([](auto* type) { return &ns::hf_rotate_rows<std::remove_pointer_t<decltype(type)>>; }) }
 #define ROPEX_KERNEL_SETS(family, ns) \
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
     ROPEX_KERNEL_SET(family, ns, std::int8_t) }
@@ -165,6 +178,7 @@ ROPEX_KERNEL_TABLE const kernel_sets& avx512_kernels() {
       s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
       s.bf16.rotate_stored = &avx512_bf16::rotate_rows<bfloat16>;
       s.bf16.rotate_combined = &avx512_bf16::rotate_rows<bfloat16>;
+      s.bf16.hf_rotate = &avx512_bf16::hf_rotate_rows<bfloat16>;
     }
     return s;
   }();

@@ -79,28 +79,50 @@ struct combined_coefficients {
   }
 };
 
+// ---- what a block computes on its pairs -----------------------------------------------------------
+// A rotation type holds the coefficients of f32::lanes pairs (`registers` vectors) and rotates a
+// block's (a, b) in place: load(from, i, n) takes pairs [i, i + n) of a token's coefficients (zero
+// beyond), apply(a, b) rotates, even<O>/odd<O>(lo, hi) split the coefficients of 2 * lanes pairs
+// by parity (half_block_by_parity). A value-initialised one is all zeros. This one is the exact
+// rotation; hf_rotate_half.inl has Hugging Face's.
+struct exact_rotation {
+  static constexpr int registers = 2;
+  f32::vec c, s;
+  template <class Source>
+  ROPEX_ALWAYS_INLINE static exact_rotation load(const Source& from, int i, int n) {
+    exact_rotation k;
+    from.at(i, n, k.c, k.s);
+    return k;
+  }
+  ROPEX_ALWAYS_INLINE void apply(f32::vec& a, f32::vec& b) const { f32::rotate(a, b, c, s); }
+  template <class O>
+  ROPEX_ALWAYS_INLINE static exact_rotation even(const exact_rotation& lo, const exact_rotation& hi) {
+    return {O::even_lanes(lo.c, hi.c), O::even_lanes(lo.s, hi.s)};
+  }
+  template <class O>
+  ROPEX_ALWAYS_INLINE static exact_rotation odd(const exact_rotation& lo, const exact_rotation& hi) {
+    return {O::odd_lanes(lo.c, hi.c), O::odd_lanes(lo.s, hi.s)};
+  }
+};
+
 // ---- blocks: what one step of a head loop rotates -----------------------------------------------
 // A block type has: pairs (per block), values (the T elements a block spans), registers (vector
 // registers its coefficients hold), coefficients + load_coefficients(cos, sin, n), rotate(head, half,
 // k, n) with n <= pairs (a full block is n == pairs; the compiler folds the constant), prefetch.
 
 // Half layout, storage widened to floats: a = x[i], b = x[i + half].
-template <class T>
+template <class T, class R = exact_rotation>
 struct half_block {
-  static constexpr int pairs = f32::lanes, values = f32::lanes, registers = 2;
-  struct coefficients {
-    f32::vec c, s;
-  };
+  static constexpr int pairs = f32::lanes, values = f32::lanes, registers = R::registers;
+  using coefficients = R;
   template <class Source>
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const Source& from, int i, int n) {
-    coefficients k;
-    from.at(i, n, k.c, k.s);
-    return k;
+    return R::load(from, i, n);
   }
   ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n) {
     T* b = a + half;
     f32::vec xa = n == pairs ? f32::load(a) : f32::load(a, n), xb = n == pairs ? f32::load(b) : f32::load(b, n);
-    f32::rotate(xa, xb, k.c, k.s);
+    k.apply(xa, xb);
     if (n == pairs) {
       f32::store(a, xa);
       f32::store(b, xb);
@@ -147,26 +169,24 @@ struct pair_block {
 
 // bfloat16, half layout, split by parity: 2 * lanes pairs a block; the coefficients are split the
 // same way once per token. (Templates over the ops too, so families without parity ops compile.)
-template <class T, class O = f32>
+template <class T, class O = f32, class R = exact_rotation>
 struct half_block_by_parity {
-  static constexpr int pairs = 2 * O::lanes, values = 2 * O::lanes, registers = 4;
+  static constexpr int pairs = 2 * O::lanes, values = 2 * O::lanes, registers = 2 * R::registers;
   struct coefficients {
-    typename O::vec even_c, odd_c, even_s, odd_s;
+    R even, odd;
   };
   template <class Source>
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const Source& from, int i, int n) {
     const int n0 = n < O::lanes ? n : O::lanes, n1 = n - n0;
-    typename O::vec c0, s0, c1 = O::zero(), s1 = O::zero();
-    from.at(i, n0, c0, s0);
-    if (n1 > 0) from.at(i + O::lanes, n1, c1, s1);
-    return {O::even_lanes(c0, c1), O::odd_lanes(c0, c1), O::even_lanes(s0, s1), O::odd_lanes(s0, s1)};
+    const R lo = R::load(from, i, n0), hi = n1 > 0 ? R::load(from, i + O::lanes, n1) : R{};
+    return {R::template even<O>(lo, hi), R::template odd<O>(lo, hi)};
   }
   ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n) {
     T* b = a + half;
     const typename O::bits va = O::load_bits(a, n), vb = O::load_bits(b, n);
     typename O::vec ae = O::bf16_even(va), ao = O::bf16_odd(va), be = O::bf16_even(vb), bo = O::bf16_odd(vb);
-    O::rotate(ae, be, k.even_c, k.even_s);
-    O::rotate(ao, bo, k.odd_c, k.odd_s);
+    k.even.apply(ae, be);
+    k.odd.apply(ao, bo);
     O::store_bits(a, O::bf16_merge(ae, ao), n);
     O::store_bits(b, O::bf16_merge(be, bo), n);
   }
@@ -199,9 +219,9 @@ struct pair_block_by_parity {
   ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int /*half*/, int n) { O::prefetch(x, 2 * n); }
 };
 
-template <class T>
-using half_block_for =
-    std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>, half_block_by_parity<T>, half_block<T>>;
+template <class T, class R = exact_rotation>
+using half_block_for = std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>,
+                                          half_block_by_parity<T, f32, R>, half_block<T, R>>;
 template <class T>
 using pair_block_for =
     std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>, pair_block_by_parity<T>, pair_block<T>>;

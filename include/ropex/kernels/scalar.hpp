@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"
@@ -22,6 +23,11 @@ inline float rounded(float v) {
   __asm__("" : "+x"(v));
 #elif defined(__GNUC__) && defined(__aarch64__)
   __asm__("" : "+w"(v));
+#elif defined(__GNUC__)
+  __asm__("" : "+m"(v));  // other targets: through memory, still unfusable
+#else
+  volatile float stored = v;
+  v = stored;
 #endif
   return v;
 }
@@ -103,6 +109,54 @@ void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combi
     for (int v = 0; v < rows.count; ++v)
       rotate_token(rows.row(v, t), rows.tensors[v].heads, rows.tensors[v].head_stride, cos, sin, range.first,
                    range.last, range.half, range.pairing, range.prefetch);
+  }
+}
+
+// Hugging Face's rotation (hf_parity.hpp), bit for bit: transformers' x * cos + rotate_half(x) *
+// sin with PyTorch's rounding to T after every product and after the sum (a float16/bfloat16
+// elementwise op computes in float and rounds; a float one is never fused). For pairs i in
+// [first, last), with R the rounding to T:
+//   out[i] = R(R(a cos[i]) - R(b sin[i])),   out[half + i] = R(R(b cos[half + i]) + R(a sin[half + i]))
+// layout::half: a = x[i], b = x[half + i] (apply_rotary_pos_emb). layout::interleaved:
+// a = x[2i], b = x[2i + 1], outputs written in the order above, HF's de-interleaved channel order
+// (apply_rotary_pos_emb_interleave); it needs first == 0, last == half <= 512. cos/sin are HF's
+// rows in T, channel-indexed: token t's row starts at cos + t * stride. Channels past 2 * half are
+// never touched. The SIMD families (kernels/hf_rotate_half.inl) give the same bits. Reentrant;
+// neither allocates nor throws.
+template <class T>
+inline float hf_rounded(float v) {
+  if constexpr (std::is_same_v<T, float>) return rounded(v);
+  else return detail::load(detail::store<T>(v));
+}
+template <class T>
+void hf_rotate_rows(const token_rows<T>& rows, const pair_range& range, const T* cos, const T* sin,
+                    std::int64_t stride) {
+  const int half = range.half, n = range.last - range.first;
+  const bool interleaved = range.pairing == layout::interleaved;
+  // The interleaved form writes pair i's outputs where later pairs' inputs are, so a head's pairs
+  // are read whole first; the half layout reads and writes each pair in place.
+  float a[512], b[512];
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    const T* c = cos + t * stride;
+    const T* s = sin + t * stride;
+    for (int v = 0; v < rows.count; ++v)
+      for (std::int64_t h = 0; h < rows.tensors[v].heads; ++h) {
+        T* x = rows.row(v, t) + h * rows.tensors[v].head_stride;
+        if (interleaved)
+          for (int k = 0; k < n; ++k) {
+            a[k] = detail::load(x[2 * (range.first + k)]);
+            b[k] = detail::load(x[2 * (range.first + k) + 1]);
+          }
+        for (int i = range.first; i < range.last; ++i) {
+          const float xa = interleaved ? a[i - range.first] : detail::load(x[i]);
+          const float xb = interleaved ? b[i - range.first] : detail::load(x[half + i]);
+          const float first = hf_rounded<T>(xa * detail::load(c[i])) - hf_rounded<T>(xb * detail::load(s[i]));
+          const float second =
+              hf_rounded<T>(xb * detail::load(c[half + i])) + hf_rounded<T>(xa * detail::load(s[half + i]));
+          x[i] = detail::store<T>(first);
+          x[half + i] = detail::store<T>(second);
+        }
+      }
   }
 }
 

@@ -1,0 +1,268 @@
+// Private: the Hugging Face parity rotation (hf_parity.hpp), written once for every SIMD family.
+// Each of avx2.hpp, avx512.hpp and neon.hpp includes it right after rotate_token.inl, in the same
+// namespace and target region (no #pragma once on purpose): it reuses that file's blocks, head
+// loops and ops, and adds a rotation type with transformers' arithmetic. For pairs (a, b), with R
+// the rounding to T and cos/sin HF's rows in T (channel-indexed, both halves read as given):
+//
+//   out[i]        = R(R(a cos[i]) - R(b sin[i]))
+//   out[half + i] = R(R(b cos[half + i]) + R(a sin[half + i]))
+//
+// which is PyTorch's x * cos + rotate_half(x) * sin evaluated one elementwise op at a time (a
+// float16/bfloat16 op computes in float and rounds to T; R(-v) = -R(v), so the subtraction is
+// HF's addition of the negated half). layout::half: a = x[i], b = x[half + i]. layout::interleaved
+// (apply_rotary_pos_emb_interleave): a = x[2i], b = x[2i + 1], de-interleaved in registers, and
+// the outputs written in the order above, as HF returns them. kernels/scalar.hpp has the
+// reference (same contract, same bits).
+//
+// The f32 ops this file adds to rotate_token.inl's:
+//   mul(a, b), add(a, b), sub(a, b)    one IEEE float operation each
+//   round_to<T>(v)                     v rounded to T (to nearest even) and widened back, for T =
+//                                      float16, bfloat16; for float, v itself, held in a register
+//                                      so that the compiler cannot contract the product that made
+//                                      it into the next add (an FMA rounds once where PyTorch
+//                                      rounds twice). bfloat16 may skip the NaN case: every NaN
+//                                      the rotation forms (from bfloat16 operands, or the default
+//                                      NaN) has a zero low half, which the rounding keeps.
+// It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
+// and the bfloat16 parity ops (bf16_by_parity), on NEON load_pairs (pairs_side_by_side false).
+#ifndef ROPEX_INSIDE
+#error "ropex/kernels/hf_rotate_half.inl is private; include <ropex/hf_parity.hpp>"
+#endif
+
+// Token t's coefficients: HF's cos/sin rows in T from pair `first`; a block's second outputs use
+// the values `half` further.
+template <class T>
+struct hf_rows {
+  const T* cos;
+  const T* sin;
+  int half;
+};
+template <class T>
+struct hf_rows_source {
+  // Not read a token ahead (pipelined_tokens): a block's coefficients take four registers, so a
+  // second token's do not fit beside them.
+  static constexpr bool pipelined = false;
+  const T* cos;
+  const T* sin;
+  std::int64_t stride;
+  int first, half;
+  hf_rows<T> at(std::int64_t t) const {
+    const std::int64_t r = t * stride + first;
+    return {cos + r, sin + r, half};
+  }
+};
+
+// The rotation type (rotate_token.inl's `exact_rotation` has the contract) of HF's arithmetic:
+// c, s serve the first outputs, c2, s2 the second.
+template <class T>
+struct hf_rotation {
+  static constexpr int registers = 4;
+  f32::vec c, s, c2, s2;
+  ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
+    const auto at = [n](const T* p) { return n >= f32::lanes ? f32::load(p) : f32::load(p, n); };
+    return {at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i)};
+  }
+  // The outer R is the store's rounding to T.
+  ROPEX_ALWAYS_INLINE void apply(f32::vec& a, f32::vec& b) const {
+    const f32::vec first = f32::sub(f32::round_to<T>(f32::mul(a, c)), f32::round_to<T>(f32::mul(b, s)));
+    b = f32::add(f32::round_to<T>(f32::mul(b, c2)), f32::round_to<T>(f32::mul(a, s2)));
+    a = first;
+  }
+  template <class O>
+  ROPEX_ALWAYS_INLINE static hf_rotation even(const hf_rotation& lo, const hf_rotation& hi) {
+    return {O::even_lanes(lo.c, hi.c), O::even_lanes(lo.s, hi.s), O::even_lanes(lo.c2, hi.c2),
+            O::even_lanes(lo.s2, hi.s2)};
+  }
+  template <class O>
+  ROPEX_ALWAYS_INLINE static hf_rotation odd(const hf_rotation& lo, const hf_rotation& hi) {
+    return {O::odd_lanes(lo.c, hi.c), O::odd_lanes(lo.s, hi.s), O::odd_lanes(lo.c2, hi.c2), O::odd_lanes(lo.s2, hi.s2)};
+  }
+};
+
+// Interleaved input, de-interleaved output: lanes pairs a block. A block's outputs land on the
+// inputs of later blocks, so a head is read whole (read) before any of it is written (write).
+template <class T, class O = f32>
+struct hf_pair_block {
+  static constexpr int pairs = O::lanes, values = 2 * O::lanes, registers = hf_rotation<T>::registers;
+  using coefficients = hf_rotation<T>;
+  struct input {
+    typename O::vec a, b;
+  };
+  ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    return coefficients::load(from, i, n);
+  }
+  // Pairs [0, n) from x: x86 splits 2 * lanes values by position (bfloat16 with two integer ops),
+  // NEON's load_pairs de-interleaves as it loads.
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int /*half*/, int n) {
+    if constexpr (O::bf16_by_parity && std::is_same_v<T, bfloat16>) {
+      const typename O::bits v = O::load_bits(x, 2 * n);
+      return {O::bf16_even(v), O::bf16_odd(v)};
+    } else if constexpr (O::pairs_side_by_side) {
+      const int m = 2 * n;
+      const typename O::vec v0 = m >= O::lanes ? O::load(x) : O::load(x, m);
+      typename O::vec v1 = O::zero();
+      if (m == 2 * O::lanes) v1 = O::load(x + O::lanes);
+      else if (m > O::lanes) v1 = O::load(x + O::lanes, m - O::lanes);
+      return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1)};
+    } else {
+      static_assert(O::pair_lanes == O::lanes, "load_pairs fills a vector per side");
+      const typename O::pairs v = n == pairs ? O::load_pairs(x) : O::load_pairs(x, n);
+      return {v.val[0], v.val[1]};
+    }
+  }
+  // The rotation of pairs [0, n) read by read(), written at out (first outputs) and out + half.
+  ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    k.apply(v.a, v.b);
+    if (n == pairs) {
+      O::store(out, v.a);
+      O::store(out + half, v.b);
+    } else {
+      O::store(out, v.a, n);
+      O::store(out + half, v.b, n);
+    }
+  }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int /*half*/, int n) { O::prefetch(x, 2 * n); }
+};
+
+// Half layout, a head read whole before any of it is written, as the interleaved form must: on a
+// tensor streaming from memory this order keeps more of the head's lines in flight than a block's
+// load, rotate and store in turn (rotate_token.inl's half blocks), which the four-register
+// coefficients leave no room to pipeline a token ahead (pipelined_tokens).
+template <class T, class O = f32>
+struct hf_half_block {
+  static constexpr int pairs = O::lanes, values = O::lanes, registers = hf_rotation<T>::registers;
+  using coefficients = hf_rotation<T>;
+  struct input {
+    typename O::vec a, b;
+  };
+  ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    return coefficients::load(from, i, n);
+  }
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
+    if (n == pairs) return {O::load(x), O::load(x + half)};
+    return {O::load(x, n), O::load(x + half, n)};
+  }
+  ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    k.apply(v.a, v.b);
+    if (n == pairs) {
+      O::store(out, v.a);
+      O::store(out + half, v.b);
+    } else {
+      O::store(out, v.a, n);
+      O::store(out + half, v.b, n);
+    }
+  }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int half, int n) {
+    O::prefetch(x, n);
+    O::prefetch(x + half, n);
+  }
+};
+
+// The same for bfloat16 split by lane parity (f32::bf16_by_parity): 2 * lanes pairs a block, the
+// coefficients split as rotate_token.inl's half_block_by_parity splits them.
+template <class T, class O = f32>
+struct hf_half_block_by_parity {
+  using split = half_block_by_parity<T, O, hf_rotation<T>>;
+  static constexpr int pairs = split::pairs, values = split::values, registers = split::registers;
+  using coefficients = typename split::coefficients;
+  struct input {
+    typename O::vec ae, ao, be, bo;
+  };
+  ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    return split::load_coefficients(from, i, n);
+  }
+  ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
+    const typename O::bits va = O::load_bits(x, n), vb = O::load_bits(x + half, n);
+    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb)};
+  }
+  ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    k.even.apply(v.ae, v.be);
+    k.odd.apply(v.ao, v.bo);
+    O::store_bits(out, O::bf16_merge(v.ae, v.ao), n);
+    O::store_bits(out + half, O::bf16_merge(v.be, v.bo), n);
+  }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* x, int half, int n) { split::prefetch(x, half, n); }
+};
+
+template <class T>
+using hf_half_block_for = std::conditional_t<f32::bf16_by_parity && std::is_same_v<T, bfloat16>,
+                                             hf_half_block_by_parity<T>, hf_half_block<T>>;
+
+// Most pairs the interleaved form rotates (a head is held whole): rotary_dim <= 1024.
+inline constexpr int hf_interleaved_max_pairs = 512;
+
+// f(b, m) for the blocks of whole * B::pairs + tail pairs: b = 0 .. whole - 1 with m = B::pairs,
+// then b = whole with m = tail when tail > 0. Within held_capacity<B>, b is a std::integral_constant
+// and the chain unrolls, so arrays indexed by b stay in registers; beyond it, a loop.
+template <class B, int capacity, int V = 0, class F>
+ROPEX_ALWAYS_INLINE void each_block(int whole, int tail, F&& f) {
+  if constexpr (capacity > held_capacity<B>) {
+    for (int b = 0; b < whole; ++b) f(b, B::pairs);
+    if (tail > 0) f(whole, tail);
+  } else if constexpr (V < capacity) {
+    if (V == whole) {
+      if (tail > 0) f(std::integral_constant<int, V>{}, tail);
+      return;
+    }
+    f(std::integral_constant<int, V>{}, B::pairs);
+    each_block<B, capacity, V + 1>(whole, tail, f);
+  }
+}
+
+// A batch of whole heads (the interleaved form; the half layout where the registers hold a head's
+// coefficients) with room for `capacity` blocks: per token its coefficients once, then per head
+// every block read, then every block written (B::read, B::write at head + b * B::pairs). Pairs from
+// range.first == 0 (hf_rotate_rows takes the other path for a half-layout range that starts later).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+template <class B, int capacity, class T>
+void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, const hf_rows_source<T>& source) {
+  // Locals: the stores go through may-alias vector types, so members read inside the loop
+  // would be reloaded after every store.
+  const int n = range.last - range.first, whole = n / B::pairs, tail = n - whole * B::pairs, half = range.half;
+  const bool prefetch = range.prefetch;
+  typename B::coefficients k[capacity];
+  typename B::input x[capacity];
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    const hf_rows<T> from = source.at(t);
+    each_block<B, capacity>(whole, tail, [&](auto b, int m) { k[b] = B::load_coefficients(from, b * B::pairs, m); });
+    for (int v = 0; v < rows.count; ++v) {
+      T* row = rows.row(v, t);
+      const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        T* head = row + h * stride;
+        if (prefetch) B::prefetch(head, half, n);
+        each_block<B, capacity>(whole, tail, [&](auto b, int m) { x[b] = B::read(head + b * B::values, half, m); });
+        each_block<B, capacity>(whole, tail,
+                                [&](auto b, int m) { B::write(head + b * B::pairs, half, k[b], x[b], m); });
+      }
+    }
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// kernels/scalar.hpp's hf_rotate_rows, same contract.
+template <class T>
+void hf_rotate_rows(const token_rows<T>& rows, const pair_range& range, const T* cos, const T* sin,
+                    std::int64_t stride) {
+  if (range.last <= range.first) return;
+  hf_rows_source<T> source{cos, sin, stride, range.first, range.half};
+  if (range.pairing == layout::half) {
+    using H = hf_half_block_for<T>;
+    if (range.first == 0 && (range.last + H::pairs - 1) / H::pairs <= held_capacity<H>)
+      hf_whole_head_batch_as<H, held_capacity<H>>(rows, range, source);
+    else
+      rotate_batch_as<half_block_for<T, hf_rotation<T>>>(rows, range, source, range.first);
+    return;
+  }
+  using B = hf_pair_block<T>;
+  if ((range.last - range.first + B::pairs - 1) / B::pairs <= held_capacity<B>)
+    hf_whole_head_batch_as<B, held_capacity<B>>(rows, range, source);
+  else
+    hf_whole_head_batch_as<B, hf_interleaved_max_pairs / B::pairs>(rows, range, source);
+}
