@@ -12,10 +12,12 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_X86
@@ -122,6 +124,27 @@ struct f32 {
   }
   static void store(std::int8_t* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), int8_codes(v)); }
   static void store(std::int8_t* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), int8_codes(v)); }
+  // FP8 E4M3 codes (a quantized cache's shift, as int8): each byte widened to a 32-bit lane
+  // (vpmovzxbd) and decoded, or encoded and narrowed back in a register (vpmovdb), by the lane-wise
+  // conversions of detail/e4m3_lanes.hpp: float8_e4m3's bits (quantization.hpp).
+  static vec e4m3_values(__m128i codes) {
+    vec v;
+    detail::e4m3_lanes::decode(_mm512_cvtepu8_epi32(codes), v);
+    return v;
+  }
+  static __m128i e4m3_codes(vec v) {
+    __m512i lanes;
+    detail::e4m3_lanes::encode(v, lanes);
+    __m128i codes = _mm512_cvtepi32_epi8(lanes);
+    __asm__("" : "+x"(codes));
+    return codes;
+  }
+  static vec load(const float8_e4m3* p) {
+    return e4m3_values(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static vec load(const float8_e4m3* p, int n) { return e4m3_values(_mm_maskz_loadu_epi8(first(n), p)); }
+  static void store(float8_e4m3* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
+  static void store(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_codes(v)); }
 
   // The on-the-fly cos/sin were just written by cos_sin_combine in 256-bit stores; a 512-bit load
   // spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind

@@ -24,6 +24,7 @@
 #include "ropex/kernels/avx512.hpp"
 #include "ropex/kernels/neon.hpp"
 #include "ropex/kernels/scalar.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_X86
@@ -59,7 +60,8 @@ struct kernel_sets {
   kernel_set<float> f32;
   kernel_set<float16> f16;
   kernel_set<bfloat16> bf16;
-  kernel_set<std::int8_t> i8;  // int8 codes rotated as numbers (quantized cache shift)
+  kernel_set<std::int8_t> i8;   // int8 codes rotated as numbers (quantized cache shift)
+  kernel_set<float8_e4m3> fp8;  // FP8 E4M3 codes rotated as numbers (quantized cache shift)
 };
 
 namespace detail {
@@ -121,7 +123,7 @@ namespace detail {
   kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
 #define ROPEX_KERNEL_SETS(family, ns) \
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
-    ROPEX_KERNEL_SET(family, ns, std::int8_t) }
+    ROPEX_KERNEL_SET(family, ns, std::int8_t), ROPEX_KERNEL_SET(family, ns, float8_e4m3) }
 
 inline const kernel_sets& scalar_kernels() {
   static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::scalar, scalar);
@@ -219,6 +221,7 @@ const kernel_set<T>& kernels_for(isa i) {
   if constexpr (std::is_same_v<T, float>) return sets.f32;
   else if constexpr (std::is_same_v<T, float16>) return sets.f16;
   else if constexpr (std::is_same_v<T, std::int8_t>) return sets.i8;
+  else if constexpr (std::is_same_v<T, float8_e4m3>) return sets.fp8;
   else return sets.bf16;
 }
 

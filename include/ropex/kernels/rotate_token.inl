@@ -6,7 +6,8 @@
 //
 //   f32::vec, f32::lanes               a vector of floats and its lane count
 //   load(p) / load(p, n)               lanes values of storage type T (float, float16, bfloat16, and
-//                                      int8 codes: a quantized cache's shift rotates them as numbers)
+//                                      int8 or FP8 E4M3 codes: a quantized cache's shift rotates
+//                                      them as numbers)
 //   store(p, v) / store(p, v, n)       widened to floats / rounded back; the n < lanes forms touch
 //                                      only the first n values (no byte past them is read or written)
 //   coefficients(p, n)                 n <= lanes floats of cos or sin, zero beyond
