@@ -189,10 +189,9 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
 }
 
 namespace detail {
-// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null). Float, 16-bit
-// and int8 caches are rotated where they are (rotary_embedding::shift_rows; int8 codes as numbers,
-// the scale cancels); FP8 ones are decoded into a float scratch, rotated by the float kernel and
-// encoded back. No copy of the cache.
+// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null), where they
+// are (rotary_embedding::shift_rows): int8 and FP8 codes are rotated as numbers, since the scale
+// cancels. No copy of the cache.
 template <class C>
 void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                         std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
@@ -215,62 +214,12 @@ void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& ca
   }
 }
 
-template <class C>
-void shift_quantized_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
-                           std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
-  const int d = cache.head_dim;
-  const std::int64_t heads = cache.kv_heads;
-  const std::int64_t head_step = std::min<std::int64_t>(heads, fused_scratch_floats / d);
-  constexpr std::int64_t max_slots = 256;
-  const std::int64_t slot_step = std::clamp<std::int64_t>(fused_scratch_floats / (heads * d), 1, max_slots);
-  alignas(64) float scratch[fused_scratch_floats];
-  std::int64_t block_slots[max_slots], block_deltas[max_slots];
-  const row_codec<C> codec = active_row_codec<C>();
-  for (std::int64_t first_head = 0; first_head < heads; first_head += head_step) {
-    const std::int64_t n_heads = std::min(head_step, heads - first_head);
-    std::int64_t i = 0;
-    while (i < count) {
-      std::int64_t n = 0;  // gather up to slot_step real slots
-      for (; i < count && n < slot_step; ++i) {
-        if (slots[i] < 0) continue;
-        block_slots[n] = slots[i];
-        block_deltas[n] = deltas ? deltas[i] : delta;
-        ++n;
-      }
-      // nhd blocks keep a slot's heads together: one codec call per slot instead of one per row.
-      const bool slot_rows_adjacent = cache.layout == kv_layout::nhd;
-      const int run = static_cast<int>(slot_rows_adjacent ? n_heads * d : d);
-      const std::int64_t runs_per_slot = slot_rows_adjacent ? 1 : n_heads;
-      for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t h = 0; h < runs_per_slot; ++h) {
-          const C* from = cache.k + cache_row(cache, block_slots[s], first_head + h);
-          codec.decode(from, scratch + (s * n_heads + h) * d, run, cache.k_scale);
-        }
-      const tensor_view<float> view = contiguous_view(scratch, n, n_heads, d);
-      if (deltas)
-        rope.shift_each(view, block_deltas);
-      else
-        rope.shift(view, delta);
-      for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t h = 0; h < runs_per_slot; ++h)
-          codec.encode(scratch + (s * n_heads + h) * d, cache.k + cache_row(cache, block_slots[s], first_head + h), run,
-                       cache.k_scale);
-    }
-  }
-}
-template <class C>
-void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
-                       std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
-  if constexpr (is_storage_type_v<C> || std::is_same_v<C, std::int8_t>)
-    shift_stored_slots(rope, cache, slots, count, delta, deltas);
-  else shift_quantized_slots(rope, cache, slots, count, delta, deltas);
-}
 }  // namespace detail
 
 // Context shift of cached keys: the keys in `slots` (count entries; negative entries are skipped)
-// rotated from position p to p + delta, in place, for any cache element type. Quantized keys are
-// decoded, rotated in float and re-encoded, so each value moves by at most one quantization step
-// beyond the rotation itself.
+// rotated from position p to p + delta, in place, for any cache element type. Quantized codes are
+// rotated in float registers and rounded back, so each value moves by at most one quantization
+// step beyond the rotation itself.
 template <class C>
 void shift_cache(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                  std::int64_t count, std::int64_t delta) {
@@ -279,7 +228,7 @@ void shift_cache(const rotary_embedding& rope, const kv_cache_view<C>& cache, co
   detail::validate_slots(slots, count, detail::cache_slots(cache), "slots");
   if (delta < -detail::max_abs_position || delta > detail::max_abs_position)
     detail::fail("delta", "magnitude must be <= 2^53 (got " + std::to_string(delta) + ")");
-  detail::shift_cache_slots(rope, cache, slots, count, delta, nullptr);
+  detail::shift_stored_slots(rope, cache, slots, count, delta, nullptr);
 }
 
 // The same with one delta per slot (deltas has count entries).
@@ -290,7 +239,7 @@ void shift_cache_each(const rotary_embedding& rope, const kv_cache_view<C>& cach
   if (count < 0) detail::fail("count", "must be >= 0");
   detail::validate_slots(slots, count, detail::cache_slots(cache), "slots");
   detail::validate_positions(deltas, count, "deltas");
-  detail::shift_cache_slots(rope, cache, slots, count, 0, deltas);
+  detail::shift_stored_slots(rope, cache, slots, count, 0, deltas);
 }
 
 // ---- several requests in one call, each with its own scaling (multi-LoRA long-context adapters)
