@@ -6,26 +6,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
+#include "fused_support.hpp"
 #include "reference.hpp"
 
 using namespace ropex;
+using namespace fused_test;
 using ropex_test::random_floats;
 
 namespace {
-
-template <class T>
-std::vector<T> to_storage(const std::vector<float>& x) {
-  std::vector<T> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = T(x[i]);
-  return y;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // y = x / sqrt(mean(x^2) + eps) * w in long double (HF Qwen3RMSNorm / Gemma with 1 + w).
 std::vector<long double> reference_norm(const std::vector<float>& x, std::size_t d, const std::vector<float>& w,
@@ -41,6 +33,59 @@ std::vector<long double> reference_norm(const std::vector<float>& x, std::size_t
     }
   }
   return y;
+}
+
+// norm_rope in long double: `normalised` (reference_norm's rows) turned by m R(p) on every rotated
+// pair, with the rope's own frequencies (their double rounding is far below the bounds tested).
+std::vector<long double> reference_rotation(std::vector<long double> y, std::int64_t tokens, std::int64_t heads,
+                                            const rotary_embedding& rope, const std::vector<std::int64_t>& positions) {
+  const int d = rope.config().head_dim, half = rope.rotary_dim() / 2;
+  const bool split = rope.config().layout == layout::half;
+  const long double m = rope.freqs().attention_factor;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const std::size_t base = std::size_t((t * heads + h) * d);
+        const std::size_t ia = base + std::size_t(split ? i : 2 * i), ib = base + std::size_t(split ? i + half : 2 * i + 1);
+        const long double theta = static_cast<long double>(positions[std::size_t(t)]) * rope.freqs().inv_freq[std::size_t(i)];
+        const long double a = y[ia], b = y[ib];
+        y[ia] = m * (a * std::cos(theta) - b * std::sin(theta));
+        y[ib] = m * (b * std::cos(theta) + a * std::sin(theta));
+      }
+  return y;
+}
+
+// The spacing of T's values at |y| (its unit in the last place there; subnormal spacing near 0).
+template <class T>
+double unit_of(double y) {
+  const int mantissa_bits = std::is_same_v<T, float16> ? 10 : 7;
+  const int min_exponent = std::is_same_v<T, float16> ? -14 : -126;
+  const int e = y == 0 ? min_exponent : std::max(min_exponent, std::ilogb(y));
+  return std::ldexp(1.0, e - mantissa_bits);
+}
+
+// bfloat16 codes in value order, so that neighbours differ by 1 (and +0 / -0 are both 0).
+int ordered_code(bfloat16 v) { return (v.bits & 0x8000u) ? -int(v.bits & 0x7fffu) : int(v.bits); }
+
+// check_append with 1-D positions, for both cache layouts, the given input layouts and float,
+// float16 and bfloat16 inputs.
+template <class C>
+void check_append_1d(const rotary_embedding& rope, const std::vector<std::int64_t>& positions, append_case shape,
+                     std::initializer_list<rows_in> input_layouts) {
+  const int d = rope.config().head_dim;
+  for (kv_layout cache_layout : {kv_layout::nhd, kv_layout::hnd})
+    for (rows_in where : input_layouts)
+      for_each_storage_type([&](auto tag) {
+        using T = typename decltype(tag)::type;
+        INFO((cache_layout == kv_layout::nhd ? "nhd " : "hnd ") << int(where) << " " << sizeof(T) << " slots "
+                                                                << shape.slots[0]);
+        shape.cache_layout = cache_layout;
+        shape.where = where;
+        check_append<T, C>(
+            shape, d, [&](tensor_view<T> q, tensor_view<T> k) { rope.apply(q, k, positions.data()); },
+            [&](tensor_view<T> q, tensor_view<T> k, tensor_view<T> v, const std::int64_t* slots,
+                const kv_cache_view<C>& cache) { rope_append_kv(rope, q, k, v, positions.data(), slots, cache); });
+      });
 }
 
 }  // namespace
@@ -102,6 +147,32 @@ TEST_CASE("rms_norm_heads reads head_dim off strided views and rejects what it c
   rms_norm_heads(contiguous_view(hm_expected.data(), 3 * tokens, 1, d), rms_norm{}, d);
   CHECK(same_bits(hm, hm_expected));
 
+  // A view of `buffer` from element `first` against the same rows normalised with head_dim given.
+  const auto reads_head_dim = [&](std::vector<float> buffer, std::int64_t first, tensor_view<float> x) {
+    std::vector<float> want = buffer;
+    tensor_view<float> y = x;
+    x.data = buffer.data() + first;
+    y.data = want.data() + first;
+    rms_norm_heads(x, rms_norm{});
+    rms_norm_heads(y, rms_norm{}, d);
+    return same_bits(buffer, want);
+  };
+  // MQA: the one k head of a fused qkv buffer; head_stride (unused to step between heads) says d.
+  const std::int64_t mqa_row = (q_heads + 2) * d;
+  std::vector<float> mqa = random_floats(std::size_t(tokens * mqa_row), 6);
+  CHECK(reads_head_dim(mqa, q_heads * d, tensor_view<float>{nullptr, tokens, 1, mqa_row, d}));
+  // One token of a head-major tensor: token_stride says d; a head-major one-head tensor too.
+  CHECK(reads_head_dim(hm, 0, tensor_view<float>{nullptr, 1, 3, d, tokens * d}));
+  CHECK(reads_head_dim(hm, 0, tensor_view<float>{nullptr, tokens, 1, d, tokens * d}));
+  // Without head_stride the one-head slice would read token_stride (the whole qkv row) as its
+  // head_dim and normalise the wrong span: refused, nothing written.
+  ropex_test::require_rejected(
+      mqa, [&] { rms_norm_heads(tensor_view<float>{mqa.data() + q_heads * d, tokens, 1, mqa_row, 0}, rms_norm{}); },
+      "x.head_stride");
+  ropex_test::require_rejected(
+      mqa, [&] { rms_norm_heads(tensor_view<float>{mqa.data() + q_heads * d, tokens, 1, mqa_row, 2 * mqa_row}, rms_norm{}); },
+      "x.head_stride");
+
   std::vector<float> one = random_floats(std::size_t(d), 5);
   ropex_test::require_rejected(one, [&] { rms_norm_heads(contiguous_view(one.data(), 1, 1, d), rms_norm{}); }, "head_dim");
   ropex_test::require_rejected(
@@ -161,67 +232,180 @@ TEMPLATE_TEST_CASE("norm_rope on 16-bit storage keeps float between norm and rot
   CHECK(same_bits(k, expected_t));
 }
 
+TEMPLATE_TEST_CASE("norm_rope on 16-bit storage stays within its documented bound of a long-double reference",
+                   "[fused]", float16, bfloat16) {
+  // fused.hpp: each value lies within half a unit of T at the result plus 2^-16 m (|n_a| + |n_b|)
+  // of the exact one, n_a, n_b being the pair's exact normalised values (|n| for channels RoPE
+  // leaves alone). Rounding to T twice (after the norm and after the rotation) breaks it.
+  const int d = 128;
+  const std::int64_t tokens = 6, heads = 5;
+  const std::vector<std::int64_t> positions{0, 3, 4099, 65537, 1 << 20, (1 << 22) + 5};
+  const std::vector<float> w = random_floats(std::size_t(d), 33);
+  const std::vector<TestType> x = to_storage<TestType>(random_floats(std::size_t(tokens * heads * d), 34));
+  for (layout pairing : {layout::half, layout::interleaved})
+    for (int rotary : {0, 96})
+      for (bool unit_offset : {false, true}) {
+        INFO((pairing == layout::half ? "half " : "interleaved ") << rotary << (unit_offset ? " 1 + w" : " w"));
+        const rotary_embedding rope(rope_config{d, rotary, 1e6, pairing}, yarn{4.0, 32768});
+        const rms_norm norm{w.data(), 1e-6, unit_offset};
+        std::vector<TestType> q = x, k = x;
+        norm_rope(rope, contiguous_view(q.data(), tokens, heads, d), contiguous_view(k.data(), tokens, heads, d),
+                  positions.data(), norm, norm);
+        const std::vector<long double> normalised = reference_norm(widen(x), std::size_t(d), w, unit_offset, 1e-6);
+        const std::vector<long double> exact = reference_rotation(normalised, tokens, heads, rope, positions);
+        const int half = rope.rotary_dim() / 2;
+        const double m = rope.freqs().attention_factor;
+        double worst = 0;  // largest error / bound seen
+        for (std::size_t row = 0; row < x.size() / d; ++row)
+          for (int c = 0; c < d; ++c) {
+            const std::size_t at = row * d + std::size_t(c);
+            // The channel's pair partner (or none), in either layout.
+            double pair = std::fabs(double(normalised[at]));
+            double factor = 1;
+            const int pair_index = pairing == layout::half ? (c < 2 * half ? c % half : -1) : (c < 2 * half ? c / 2 : -1);
+            if (pair_index >= 0) {
+              const int a = pairing == layout::half ? pair_index : 2 * pair_index;
+              const int b = pairing == layout::half ? pair_index + half : 2 * pair_index + 1;
+              pair = std::fabs(double(normalised[row * d + std::size_t(a)])) + std::fabs(double(normalised[row * d + std::size_t(b)]));
+              factor = m;
+            }
+            for (const std::vector<TestType>* got : {&q, &k}) {
+              const double y = static_cast<float>((*got)[at]);
+              const double bound = 0.5 * unit_of<TestType>(std::fabs(y)) + std::ldexp(factor * pair, -16);
+              const double error = std::fabs(y - double(exact[at]));
+              worst = std::max(worst, error / bound);
+              REQUIRE(error <= bound);
+            }
+          }
+        CHECK(worst > 0.25);  // the bound is not vacuous: the rounding to T uses much of it
+      }
+}
+
+TEST_CASE("RMSNorm in bf16 against HF: Qwen3RMSNorm within one unit, Gemma's float path", "[fused]") {
+  // HF Qwen3RMSNorm: x to float32, x * rsqrt(mean(x^2) + eps), cast to bf16, then times the bf16
+  // weight (a bf16 product): two roundings. Gemma's RMSNorm: the same in float32, times
+  // (1 + weight) in float32, one cast. ropex rounds once, after the weight: bit for bit bf16 of its
+  // float result, one unit of bf16 at most from Qwen3's chain, and Gemma's up to sum order.
+  const int d = 128;
+  const std::int64_t tokens = 16, heads = 4;
+  const std::vector<bfloat16> x = to_storage<bfloat16>(random_floats(std::size_t(tokens * heads * d), 35));
+  const std::vector<float> w = widen(to_storage<bfloat16>(random_floats(std::size_t(d), 36)));  // bf16 weights
+  const float eps = 1e-6f;
+  for (bool gemma : {false, true}) {
+    INFO((gemma ? "Gemma" : "Qwen3"));
+    const rms_norm norm{w.data(), eps, gemma};
+    std::vector<bfloat16> y = x;
+    rms_norm_heads(contiguous_view(y.data(), tokens, heads, d), norm, d);
+    std::vector<float> f = widen(x);
+    rms_norm_heads(contiguous_view(f.data(), tokens, heads, d), norm, d);
+    CHECK(same_bits(y, to_storage<bfloat16>(f)));
+
+    int identical = 0;
+    for (std::size_t row = 0; row < x.size() / d; ++row) {
+      float sum = 0;
+      for (int c = 0; c < d; ++c) sum += static_cast<float>(x[row * d + std::size_t(c)]) * static_cast<float>(x[row * d + std::size_t(c)]);
+      const float r = 1.0f / std::sqrt(sum / float(d) + eps);
+      for (int c = 0; c < d; ++c) {
+        const std::size_t at = row * d + std::size_t(c);
+        const float h = static_cast<float>(x[at]) * r;
+        const bfloat16 hf = gemma ? bfloat16(h * (1.0f + w[std::size_t(c)]))
+                                  : bfloat16(w[std::size_t(c)] * static_cast<float>(bfloat16(h)));
+        REQUIRE(std::abs(ordered_code(y[at]) - ordered_code(hf)) <= 1);
+        identical += y[at].bits == hf.bits;
+      }
+    }
+    // Gemma's path differs from ropex's only in the float sum order, which rarely tips a rounding;
+    // Qwen3's extra rounding changes a sizeable share.
+    const double share = double(identical) / double(x.size());
+    if (gemma) CHECK(share > 0.99);
+    else CHECK(share < 0.99);
+  }
+}
+
+TEST_CASE("norm_rope rejects bad arguments, naming the field, before writing", "[fused][bad-input]") {
+  const int d = 64;
+  const std::int64_t tokens = 3;
+  const rotary_embedding rope(rope_config{d}, plain{});
+  std::vector<float> q = random_floats(std::size_t(tokens * 2 * d), 91), k = random_floats(std::size_t(tokens * d), 92);
+  const std::vector<float> q0 = q, k0 = k;
+  std::vector<std::int64_t> positions{0, 1, 2};
+  const auto qv = contiguous_view(q.data(), tokens, 2, d), kv = contiguous_view(k.data(), tokens, 1, d);
+  const auto rejected = [&](auto call, const std::string& field) {
+    REQUIRE_THROWS_AS(call(), std::invalid_argument);
+    REQUIRE_THROWS_WITH(call(), contains_text(field));
+    REQUIRE(q == q0);
+    REQUIRE(k == k0);
+  };
+  rejected([&] { norm_rope(rope, qv, kv, positions.data(), rms_norm{nullptr, -1.0}, rms_norm{}); }, "q_norm.eps");
+  rejected([&] { norm_rope(rope, qv, kv, positions.data(), rms_norm{}, rms_norm{nullptr, std::nan("")}); }, "k_norm.eps");
+  rejected([&] { norm_rope(rope, qv, contiguous_view(k.data(), 2, 1, d), positions.data(), rms_norm{}, rms_norm{}); },
+           "k.tokens");
+  rejected([&] { norm_rope(rope, tensor_view<float>{q.data(), tokens, 2, 2 * d, d / 2}, kv, positions.data(), rms_norm{}, rms_norm{}); },
+           "q");
+  rejected([&] { norm_rope(rope, qv, kv, static_cast<const std::int64_t*>(nullptr), rms_norm{}, rms_norm{}); }, "positions");
+  positions[2] = std::int64_t{1} << 60;
+  rejected([&] { norm_rope(rope, qv, kv, positions.data(), rms_norm{}, rms_norm{}); }, "positions[2]");
+  const rotary_embedding wide(rope_config{2048}, plain{});
+  std::vector<float> big(2048, 1.0f);
+  const std::vector<float> big0 = big;
+  const std::int64_t zero = 0;
+  REQUIRE_THROWS_WITH(norm_rope(wide, contiguous_view(big.data(), 1, 1, 2048), contiguous_view(big.data(), 1, 1, 2048),
+                                &zero, rms_norm{}, rms_norm{}),
+                      contains_text("rope.config().head_dim"));
+  CHECK(big == big0);
+}
+
 TEMPLATE_TEST_CASE("rope_append_kv writes what apply + convert would, for every cache type", "[fused]", float,
                    float16, bfloat16, std::int8_t, float8_e4m3) {
   using C = TestType;
-  constexpr bool quantized = is_quantized_v<C>;
-  const int d = 64;
-  const std::int64_t tokens = 9, q_heads = 8, kv_heads = 2, block_size = 4, num_blocks = 5;
-  const rotary_embedding rope(rope_config{d, 48, 1e4, layout::interleaved}, linear{2.0});
-  for (kv_layout cache_layout : {kv_layout::nhd, kv_layout::hnd}) {
-    std::vector<float> q = random_floats(std::size_t(tokens * q_heads * d), 41);
-    const std::vector<float> k = random_floats(std::size_t(tokens * kv_heads * d), 42),
-                             v = random_floats(std::size_t(tokens * kv_heads * d), 43);
-    std::vector<float> k_in = k, v_in = v, q_expected = q;
-    const std::vector<std::int64_t> positions{5, 6, 7, 8, 9, 10, 11, 12, 1 << 20};
-    const std::vector<std::int64_t> slots{3, 17, -1, 0, 8, 9, 10, -5, 19};
-    const std::size_t cache_elements = std::size_t(num_blocks * block_size * kv_heads * d);
-    const C sentinel = quantized ? C(detail::encode<C>(1.5f, 0.02f)) : C(detail::store<C>(7.0f));
-    std::vector<C> cache_k(cache_elements, sentinel), cache_v(cache_elements, sentinel);
-    kv_cache_view<C> cache{cache_k.data(), cache_v.data(), num_blocks, block_size, kv_heads, d, cache_layout};
-    if (quantized) {
-      cache.k_scale = 0.02f;
-      cache.v_scale = 0.015f;
-    }
-    rope_append_kv(rope, contiguous_view(q.data(), tokens, q_heads, d), contiguous_view(k_in.data(), tokens, kv_heads, d),
-                   contiguous_view(v_in.data(), tokens, kv_heads, d), positions.data(), slots.data(), cache);
-    CHECK(k_in == k);  // inputs untouched
-    CHECK(v_in == v);
-    rope.apply(contiguous_view(q_expected.data(), tokens, q_heads, d), positions.data());
-    CHECK(q == q_expected);
-    std::vector<float> k_rotated = k;
-    rope.apply(contiguous_view(k_rotated.data(), tokens, kv_heads, d), positions.data());
-    std::vector<bool> written(cache_elements, false);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      const std::int64_t slot = slots[std::size_t(t)];
-      if (slot < 0) continue;
-      for (std::int64_t h = 0; h < kv_heads; ++h) {
-        const std::int64_t row = detail::cache_row(cache, slot, h);
-        for (int i = 0; i < d; ++i) {
-          const std::size_t at = std::size_t((t * kv_heads + h) * d + i);
-          const C want_k = detail::encode<C>(k_rotated[at], cache.k_scale);
-          const C want_v = detail::encode<C>(v[at], cache.v_scale);
-          REQUIRE(std::memcmp(&cache_k[std::size_t(row + i)], &want_k, sizeof(C)) == 0);
-          REQUIRE(std::memcmp(&cache_v[std::size_t(row + i)], &want_v, sizeof(C)) == 0);
-          written[std::size_t(row + i)] = true;
-        }
-      }
-    }
-    for (std::size_t i = 0; i < cache_elements; ++i)
-      if (!written[i]) REQUIRE(std::memcmp(&cache_k[i], &sentinel, sizeof(C)) == 0);
-    // Bad slot: rejected before q or the cache change.
-    const std::vector<C> k_before = cache_k;
-    std::vector<std::int64_t> bad_slots = slots;
-    bad_slots[4] = num_blocks * block_size;
-    std::vector<float> q2 = q;
-    REQUIRE_THROWS_WITH(rope_append_kv(rope, contiguous_view(q2.data(), tokens, q_heads, d),
-                                       contiguous_view(k_in.data(), tokens, kv_heads, d),
-                                       contiguous_view(v_in.data(), tokens, kv_heads, d), positions.data(),
-                                       bad_slots.data(), cache),
-                        contains_text("slot_mapping[4]"));
-    CHECK(q2 == q);
-    CHECK(std::memcmp(k_before.data(), cache_k.data(), cache_elements * sizeof(C)) == 0);
+  const rotary_embedding rope(rope_config{64, 48, 1e4, layout::interleaved}, linear{2.0});
+  const std::vector<std::int64_t> positions{5, 6, 7, 8, 9, 10, 11, 12, 1 << 20};
+  append_case shape;
+  // Scattered slots with padding, then a run across a block boundary and slots written twice (the
+  // later token's key and value stay).
+  const std::vector<std::int64_t> slot_lists[2] = {shape.slots, {2, 3, 4, 5, 6, 4, 5, -1, 3}};
+  for (const std::vector<std::int64_t>& slot_list : slot_lists) {
+    shape.slots = slot_list;
+    check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::qkv, rows_in::head_major});
   }
+}
+
+TEMPLATE_TEST_CASE("rope_append_kv with more kv heads than one scratch block holds", "[fused]", float, float16,
+                   std::int8_t, float8_e4m3) {
+  // A token's k rows exceed the scratch: q rotates on its own and k goes through in runs of heads.
+  using C = TestType;
+  const int d = 64;
+  const rotary_embedding rope(rope_config{d, 0, 1e4, layout::half}, yarn{2.0, 4096});
+  const std::vector<std::int64_t> positions{9, 10, 3000};
+  append_case shape;
+  shape.tokens = 3;
+  shape.q_heads = 4;
+  shape.kv_heads = detail::fused_scratch_floats / d + 9;
+  shape.num_blocks = 2;
+  shape.slots = {5, -1, 2};
+  check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::head_major});
+}
+
+TEMPLATE_TEST_CASE("rope_append_kv of a prefill whose q rotates in a call of its own", "[fused]", float, float16,
+                   std::int8_t, float8_e4m3) {
+  // q past the prefetch threshold (256 KiB here, whatever this CPU's): q goes first in one call,
+  // k alone per block.
+  using C = TestType;
+  const kernels::forced_prefetch_threshold threshold(double(1 << 18));
+  const rotary_embedding rope(rope_config{128, 0, 1e6, layout::half}, plain{});
+  append_case shape;
+  shape.tokens = 72;
+  shape.q_heads = 32;
+  shape.block_size = 16;
+  shape.num_blocks = 6;
+  shape.slots.clear();
+  std::vector<std::int64_t> positions;
+  for (std::int64_t t = 0; t < shape.tokens; ++t) {
+    positions.push_back(1000 + 3 * t);
+    shape.slots.push_back(t % 9 == 4 ? -1 : (t < 60 ? t + 5 : t - 50));  // padding, a run, rewrites
+  }
+  REQUIRE(kernels::worth_prefetching(double(shape.tokens * shape.q_heads * 128) * 2));  // even for 16-bit q
+  check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::qkv});
 }
 
 TEST_CASE("rope_append_kv rejects caches that do not fit the call, naming the field", "[fused]") {
@@ -313,7 +497,7 @@ TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of 
   // bits, in both block layouts, with one delta or one per slot, for every kernel family.
   using C = TestType;
   const int d = 64;
-  const std::int64_t kv_heads = 2, block_size = 4, num_blocks = 3, slots_total = num_blocks * block_size;
+  const std::int64_t kv_heads = 2, block_size = 4, slots_total = 12;
   const rotary_embedding rope(rope_config{d, 0, 1e4, layout::interleaved}, yarn{8.0, 4096});
   const std::vector<float> values = random_floats(std::size_t(slots_total * kv_heads * d), 61);
   std::vector<std::int64_t> all(static_cast<std::size_t>(slots_total)), deltas(all.size());
@@ -322,32 +506,14 @@ TEMPLATE_TEST_CASE("shift_cache on a float or 16-bit cache equals rope.shift of 
     deltas[s] = std::int64_t(s) * 1000 - 5000;
   }
   const std::int64_t delta = -(std::int64_t{1} << 30);
-  for (kernels::isa isa : kernels::available_isas())
-    for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd})
-      for (bool each : {false, true}) {
-        kernels::forced_isa guard(isa);
-        INFO(kernels::isa_name(isa) << (block_layout == kv_layout::nhd ? " nhd" : " hnd") << (each ? " each" : ""));
-        // expected: the keys as a [slots][heads][d] tensor, shifted; the cache holds the same rows.
-        std::vector<C> expected = to_storage<C>(values), cache_k(expected.size());
-        kv_cache_view<C> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
-        cache.layout = block_layout;
-        for (std::int64_t s = 0; s < slots_total; ++s)
-          for (std::int64_t h = 0; h < kv_heads; ++h)
-            std::memcpy(&cache_k[std::size_t(detail::cache_row(cache, s, h))], &expected[std::size_t((s * kv_heads + h) * d)],
-                        sizeof(C) * d);
-        const tensor_view<C> keys = contiguous_view(expected.data(), slots_total, kv_heads, d);
-        if (each) {
-          shift_cache_each(rope, cache, all.data(), slots_total, deltas.data());
-          rope.shift_each(keys, deltas.data());
-        } else {
-          shift_cache(rope, cache, all.data(), slots_total, delta);
-          rope.shift(keys, delta);
-        }
-        for (std::int64_t s = 0; s < slots_total; ++s)
-          for (std::int64_t h = 0; h < kv_heads; ++h)
-            REQUIRE(std::memcmp(&cache_k[std::size_t(detail::cache_row(cache, s, h))],
-                                &expected[std::size_t((s * kv_heads + h) * d)], sizeof(C) * d) == 0);
-      }
+  check_shift_matches_tensor<C>(
+      values, kv_heads, d, block_size,
+      [&](const kv_cache_view<C>& cache) { shift_cache(rope, cache, all.data(), slots_total, delta); },
+      [&](tensor_view<C> keys) { rope.shift(keys, delta); });
+  check_shift_matches_tensor<C>(
+      values, kv_heads, d, block_size,
+      [&](const kv_cache_view<C>& cache) { shift_cache_each(rope, cache, all.data(), slots_total, deltas.data()); },
+      [&](tensor_view<C> keys) { rope.shift_each(keys, deltas.data()); });
 }
 
 TEST_CASE("int8 caches shift as codes on every family: nearest code of the exact rotation, saturated", "[fused]") {
@@ -490,6 +656,45 @@ TEST_CASE("FP8 caches shift as codes on every family: the scalar family's codes,
     }
   }
   if (near_ties > 0) WARN(near_ties << " codes where a family's float rotation and the scalar one straddle a tie");
+}
+
+TEST_CASE("shift_cache and shift_cache_each reject bad arguments, naming the field, before writing",
+          "[fused][bad-input]") {
+  const int d = 64;
+  const rotary_embedding rope(rope_config{d}, plain{});
+  std::vector<std::int8_t> codes(std::size_t(2 * 4 * 2 * d), 5);
+  const std::vector<std::int8_t> codes0 = codes;
+  const kv_cache_view<std::int8_t> good{codes.data(), nullptr, 2, 4, 2, d, kv_layout::nhd, 0.1f, 1.0f};
+  std::vector<std::int64_t> slots{0, 7, 3}, deltas{5, -5, 10};
+  const auto rejected = [&](auto call, const std::string& field) {
+    REQUIRE_THROWS_AS(call(), std::invalid_argument);
+    REQUIRE_THROWS_WITH(call(), contains_text(field));
+    REQUIRE(codes == codes0);
+  };
+  auto bad = good;
+  bad.head_dim = 32;
+  rejected([&] { shift_cache(rope, bad, slots.data(), 3, 1); }, "cache.head_dim");
+  bad = good;
+  bad.k = nullptr;
+  rejected([&] { shift_cache_each(rope, bad, slots.data(), 3, deltas.data()); }, "cache.k");
+  bad = good;
+  bad.k_scale = -1;
+  rejected([&] { shift_cache(rope, bad, slots.data(), 3, 1); }, "cache.k_scale");
+  rejected([&] { shift_cache(rope, good, slots.data(), -1, 1); }, "count");
+  rejected([&] { shift_cache(rope, good, static_cast<const std::int64_t*>(nullptr), 3, 1); }, "slots");
+  slots[2] = 8;  // capacity 2 blocks x 4
+  rejected([&] { shift_cache(rope, good, slots.data(), 3, 1); }, "slots[2]");
+  rejected([&] { shift_cache_each(rope, good, slots.data(), 3, deltas.data()); }, "slots[2]");
+  slots[2] = 3;
+  rejected([&] { shift_cache(rope, good, slots.data(), 3, std::int64_t{1} << 60); }, "delta");
+  rejected([&] { shift_cache_each(rope, good, slots.data(), 3, static_cast<const std::int64_t*>(nullptr)); }, "deltas");
+  deltas[1] = -(std::int64_t{1} << 60);
+  rejected([&] { shift_cache_each(rope, good, slots.data(), 3, deltas.data()); }, "deltas[1]");
+  // An unquantized cache stores values as they are: a scale other than 1 is refused.
+  std::vector<float> keys(std::size_t(2 * 4 * 2 * d), 0.5f);
+  const kv_cache_view<float> scaled{keys.data(), nullptr, 2, 4, 2, d, kv_layout::nhd, 0.5f, 1.0f};
+  REQUIRE_THROWS_WITH(shift_cache(rope, scaled, slots.data(), 3, 1), contains_text("cache.k_scale"));
+  CHECK(std::all_of(keys.begin(), keys.end(), [](float v) { return v == 0.5f; }));
 }
 
 TEST_CASE("shift_rows checks its arguments before writing", "[fused][bad-input]") {

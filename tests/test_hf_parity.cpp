@@ -232,6 +232,64 @@ TEST_CASE("hf parity: PyTorch fixtures, 0 differing bits", "[hf_parity]") {
   }
 }
 
+TEST_CASE("hf parity: make_hf_cos_sin(config) against PyTorch's rows: what matches, what can differ", "[hf_parity]") {
+  // hf_inv_freq reproduces HF's float32 table except pow (correctly rounded here, SLEEF's 1-ulp powf
+  // in PyTorch): entries are equal or 1 ulp apart. Where they are equal, the float32 angle is the
+  // same bits and cos/sin differ by the sin/cos rounding alone (1 ulp; 2 after a scaling != 1).
+  // Where they are not, the angle moves by about position * 1 ulp of inv_freq, far more than an ulp
+  // of cos/sin at large positions; that column is held to the bound of that angle difference.
+  std::size_t entries = 0, differing = 0;
+  for (const char* name : {"f32_d128", "f32_deepseek_interleave", "f16_d64", "f16_yarn_scaled", "bf16_d256",
+                           "bf16_partial", "bf16_deepseek_interleave"}) {
+    INFO(name);
+    const fixture fx = read_fixture(name);
+    const std::int64_t pairs = fx.rotary_dim / 2, width = fx.rotary_dim;
+    const rope_config config{static_cast<int>(fx.rotary_dim), 0, fx.base};
+    const std::vector<float> inv = hf_inv_freq(config, plain{}, 0);
+    REQUIRE(inv.size() == static_cast<std::size_t>(pairs));
+    // The rows the config overload builds are the pointer overload's on hf_inv_freq's table (the
+    // fixtures' scaling is not a policy's, so it is passed explicitly here).
+    std::vector<float> c(static_cast<std::size_t>(fx.tokens * width)), s(c.size());
+    make_hf_cos_sin<float>(inv.data(), pairs, fx.scaling, fx.positions.data(), fx.tokens, c.data(), s.data());
+    if (fx.scaling == 1.0) {
+      std::vector<float> c2(c.size()), s2(c.size());
+      make_hf_cos_sin<float>(config, plain{}, fx.positions.data(), fx.tokens, 0, c2.data(), s2.data());
+      CHECK(c2 == c);
+      CHECK(s2 == s);
+    }
+    const int allowed = fx.scaling == 1.0 ? 1 : 2;
+    const float scale = static_cast<float>(fx.scaling);
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      const float mine = inv[static_cast<std::size_t>(i)], torch = fx.inv_freq[static_cast<std::size_t>(i)];
+      ++entries;
+      if (mine != torch) {
+        ++differing;
+        CHECK(ulps_apart(mine, torch) == 1);
+      }
+      for (std::int64_t t = 0; t < fx.tokens; ++t)
+        for (std::int64_t half : {std::int64_t{0}, pairs}) {
+          const auto k = static_cast<std::size_t>(t * width + half + i);
+          if (mine == torch) {
+            CHECK(ulps_apart(c[k], fx.cos32[k]) <= allowed);
+            CHECK(ulps_apart(s[k], fx.sin32[k]) <= allowed);
+          } else {
+            // |cos a - cos b| <= |a - b| <= p |inv - inv'| + the two angle roundings (2^-24 |a| each),
+            // then the cos/sin roundings (0.5 ulp here, 1 ulp in PyTorch, an ulp of 1 being 2^-24) and
+            // the scaling's (0.5 ulp): 2^-23 in all, everything times scale.
+            const double p = static_cast<double>(fx.positions[static_cast<std::size_t>(t)]);
+            const double angle = p * static_cast<double>(mine);
+            const double bound = scale * (p * std::fabs(double(mine) - double(torch)) + 2 * 0x1p-24 * angle + 0x1p-23);
+            CHECK(std::fabs(double(c[k]) - double(fx.cos32[k])) <= bound);
+            CHECK(std::fabs(double(s[k]) - double(fx.sin32[k])) <= bound);
+          }
+        }
+    }
+  }
+  // Measured on the committed fixtures: one entry (base 1e6, rotary_dim 128, pair 37) of 368.
+  CHECK(entries == 368);
+  CHECK(differing == 1);
+}
+
 TEST_CASE("hf parity: pass-through channels and strided views", "[hf_parity]") {
   const int head_dim = 96, r = 32;
   const std::int64_t tokens = 4, heads = 2, padded = 128;  // head rows 128 apart inside a fused buffer

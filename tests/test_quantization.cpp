@@ -79,6 +79,42 @@ TEST_CASE("e4m3: every float16 and bfloat16 value encodes to the nearest code, t
   CHECK(float8_e4m3(std::ldexp(1.5f, -10)).bits == 0x01);
 }
 
+// int8 of a value: the float quotient value / scale rounded to the nearest integer, ties to even
+// (std::nearbyint in the default rounding mode), saturated to +-127; NaN -> 0.
+int reference_int8(float value, float scale) {
+  const float quotient = value / scale;
+  if (std::isnan(quotient)) return 0;
+  return static_cast<int>(std::fmax(-127.0, std::fmin(127.0, std::nearbyint(double(quotient)))));
+}
+
+TEST_CASE("int8: all 256 codes decode to code * scale, and every code but -128 encodes back to itself", "[quantization]") {
+  for (float scale : {1.0f, 0.0375f, 3.0f}) {
+    int mismatches = 0;
+    for (int c = -128; c <= 127; ++c) {
+      const auto code = static_cast<std::int8_t>(c);
+      const float value = detail::decode(code, scale);
+      if (value != static_cast<float>(c) * scale) ++mismatches;
+      // -128 is never produced (the code range is symmetric): it saturates to -127.
+      if (int(detail::encode<std::int8_t>(value, scale)) != std::max(c, -127)) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("int8: every float16 and bfloat16 value encodes to the nearest integer quotient, ties to even, saturating",
+          "[quantization]") {
+  for (float scale : {1.0f, 0.0375f, 0.5f}) {
+    int mismatches = 0;
+    for (unsigned bits = 0; bits < 65536; ++bits) {
+      const float h = static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(bits)));
+      const float b = static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(bits)));
+      if (int(detail::encode<std::int8_t>(h, scale)) != reference_int8(h, scale)) ++mismatches;
+      if (int(detail::encode<std::int8_t>(b, scale)) != reference_int8(b, scale)) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("int8 codec: round half to even of value / scale, saturate to +-127, NaN stores 0", "[quantization]") {
   const float scale = 0.05f;
   for (int i = -3000; i <= 3000; ++i) {

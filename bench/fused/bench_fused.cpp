@@ -3,9 +3,13 @@
 //   norm/<tokens>/fused       norm_rope(q, k); roofline: in-place x *= a over q and k
 //   norm/<tokens>/separate    rms_norm_heads(q), rms_norm_heads(k), apply(q, k); same roofline
 //   append/<tokens>/<C>/fused     rope_append_kv into a paged cache of C; roofline: q scaled in
-//                                 place, k and v copied into float rows of the same size as the
-//                                 cache rows (the bytes the operation must move)
-//   append/<tokens>/<C>/separate  apply(q, k) on a copy of k, then k and v converted into the cache
+//                                 place, k and v read as float and written as rows of sizeof(C)
+//                                 bytes (the bytes the operation must move, whatever C is)
+//   append/<tokens>/<C>/separate  apply(q, k) in place, then k and v converted into the cache row
+//                                 by row with the same vectorised codecs (an engine's rotary
+//                                 kernel followed by its cache write)
+//   Speedups: fused ratio / separate ratio, both paired with the same roofline, cancels the drift
+//   of the machine between the two runs.
 //   shift/<C>                 shift_cache of a 64 MiB K cache (every slot, one delta); roofline:
 //                             x *= a over the cache's bytes. Compare int8 / fp8 with fp16-tensor,
 //                             rope.shift of a contiguous fp16 tensor of 64 MiB (slots_per_second).
@@ -77,10 +81,37 @@ void norm_rope_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
       });
 }
 
+// The roofline of a cache write: n floats read, n elements of sizeof(C) bytes written (their low
+// bytes: no conversion, only the memory traffic). The zero-masked narrowing forms with a full mask
+// are the plain instructions; GCC 12's unmasked ones trip -Wmaybe-uninitialized.
+#if ROPEX_BENCH_X86
+template <std::size_t Bytes>
+__attribute__((target("avx512f"))) void narrow_avx512(const float* from, void* to, std::size_t n) {
+  auto* out = static_cast<unsigned char*>(to);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_castps_si512(_mm512_loadu_ps(from + i));
+    if constexpr (Bytes == 4) _mm512_storeu_si512(out + 4 * i, v);
+    else if constexpr (Bytes == 2) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), _mm512_maskz_cvtepi32_epi16(0xffff, v));
+    else _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_maskz_cvtepi32_epi8(0xffff, v));
+  }
+  for (; i < n; ++i) std::memcpy(out + Bytes * i, from + i, Bytes);
+}
+#endif
+template <class C>
+void narrow(const float* from, C* to, std::size_t n) {
+#if ROPEX_BENCH_X86
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return narrow_avx512<sizeof(C)>(from, to, n);
+#endif
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(reinterpret_cast<unsigned char*>(to) + sizeof(C) * i, from + i, sizeof(C));
+}
+
 template <class C>
 void append_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
   const std::size_t q_n = static_cast<std::size_t>(tokens * kQHeads * kHeadDim), kv_n = q_n / 4;
-  aligned_buffer<float> q(q_n), k(kv_n), v(kv_n), k_scratch(kv_n), k_rows(kv_n), v_rows(kv_n);
+  aligned_buffer<float> q(q_n), k(kv_n), v(kv_n);
+  aligned_buffer<C> k_rows(kv_n), v_rows(kv_n);
   fill(q.data(), q_n, 4);
   fill(k.data(), kv_n, 5);
   fill(v.data(), kv_n, 6);
@@ -96,28 +127,29 @@ void append_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
   const auto qv = ropex::contiguous_view(q.data(), tokens, kQHeads, kHeadDim);
   const auto kv = ropex::contiguous_view(k.data(), tokens, kKvHeads, kHeadDim);
   const auto vv = ropex::contiguous_view(v.data(), tokens, kKvHeads, kHeadDim);
+  const ropex::detail::row_codec<C> codec = ropex::detail::active_row_codec<C>();
+  constexpr int token_elements = static_cast<int>(kKvHeads) * kHeadDim;
   // Read q, k, v; write q and the two cache rows.
   const double bytes = static_cast<double>((2 * q_n + 2 * kv_n) * sizeof(float) + 2 * kv_n * sizeof(C));
   const float one = ropex_bench::runtime_one();
   ropex_bench::run_paired(
-      state, bytes, static_cast<double>((2 * q_n + 4 * kv_n) * sizeof(float)),
-      ropex_bench::calls_per_timing(static_cast<std::size_t>(bytes / 2)),
+      state, bytes, bytes, ropex_bench::calls_per_timing(static_cast<std::size_t>(bytes / 2)),
       [&] {
         if (fused) {
           ropex::rope_append_kv(rope, qv, kv, vv, positions.data(), slots.data(), cache);
           return;
         }
-        std::memcpy(k_scratch.data(), k.data(), kv_n * sizeof(float));
-        rope.apply(qv, ropex::contiguous_view(k_scratch.data(), tokens, kKvHeads, kHeadDim), positions.data());
-        for (std::size_t i = 0; i < kv_n; ++i) {  // slots are 0..tokens-1 in nhd order: rows line up
-          cache_k[i] = ropex::detail::encode<C>(k_scratch[i], cache.k_scale);
-          cache_v[i] = ropex::detail::encode<C>(v[i], cache.v_scale);
+        rope.apply(qv, kv, positions.data());
+        for (std::int64_t t = 0; t < tokens; ++t) {  // a slot's heads are one run of the nhd block
+          const std::int64_t from = t * token_elements, to = ropex::detail::cache_row(cache, slots[std::size_t(t)], 0);
+          codec.encode(k.data() + from, cache_k.data() + to, token_elements, cache.k_scale);
+          codec.encode(v.data() + from, cache_v.data() + to, token_elements, cache.v_scale);
         }
       },
       [&] {
         scale(q.data(), q_n, one);
-        std::memcpy(k_rows.data(), k.data(), kv_n * sizeof(float));
-        std::memcpy(v_rows.data(), v.data(), kv_n * sizeof(float));
+        narrow(k.data(), k_rows.data(), kv_n);
+        narrow(v.data(), v_rows.data(), kv_n);
       });
 }
 
@@ -180,10 +212,14 @@ const int registered = [] {
     for (bool fused : {true, false}) {
       const std::string tail = std::to_string(tokens) + (fused ? "/fused" : "/separate");
       benchmark::RegisterBenchmark(("norm/" + tail).c_str(), norm_rope_bench, tokens, fused)->UseManualTime();
-      benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/float" + (fused ? "/fused" : "/separate")).c_str(),
-                                   append_bench<float>, tokens, fused)->UseManualTime();
-      benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/fp8" + (fused ? "/fused" : "/separate")).c_str(),
-                                   append_bench<ropex::float8_e4m3>, tokens, fused)->UseManualTime();
+      const auto append = [&](const char* cache_type, auto bench) {
+        benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/" + cache_type + (fused ? "/fused" : "/separate")).c_str(),
+                                     bench, tokens, fused)->UseManualTime();
+      };
+      append("float", append_bench<float>);
+      append("fp16", append_bench<ropex::float16>);
+      append("int8", append_bench<std::int8_t>);
+      append("fp8", append_bench<ropex::float8_e4m3>);
     }
   benchmark::RegisterBenchmark("shift/fp16-tensor", shift_fp16_tensor_bench)->UseManualTime();
   benchmark::RegisterBenchmark("shift/fp16", shift_bench<ropex::float16>)->UseManualTime();

@@ -102,7 +102,9 @@ void apply_hf_rotate_half_interleave(tensor_view<T> x, const T* cos, const T* si
 
 // HF's inv_freq in float32 for a policy (r/2 entries; proportional and other head-wide policies
 // give head_dim/2). seq_len matters to dynamic_ntk and longrope, as HF's max(position_ids) + 1.
-// Within 1 float ulp of PyTorch per entry (pow is correctly rounded here, SLEEF's powf in PyTorch).
+// Every float32 operation of transformers' formula is reproduced in its order except `base **
+// exponent`, which is correctly rounded here and SLEEF's 1-ulp powf in PyTorch: each entry equals
+// PyTorch's or is 1 ulp from it (1 of the 368 entries of the test fixtures differs).
 inline std::vector<float> hf_inv_freq(const rope_config& config, const scaling& policy, std::int64_t seq_len) {
   validate(config);
   validate(config, policy);
@@ -142,10 +144,14 @@ void make_hf_cos_sin(const float* inv_freq, std::int64_t pairs, double attention
   }
 }
 
-// The same rows built as HF builds them: inv_freq and the angle product in float32, cos/sin in
-// float32 times attention scaling, then cast to T (within 1 float ulp of PyTorch before the cast
-// when inv_freq matches PyTorch's; see hf_inv_freq). Rows are [tokens][rotary_dim] (head_dim for
-// proportional). seq_len is HF's max(position_ids) + 1 for dynamic_ntk and longrope.
+// The same rows built as HF builds them: hf_inv_freq's table, the angle product in float32, cos/sin
+// in float32 times attention scaling, then cast to T. Against PyTorch, before the cast: in every
+// column whose inv_freq entry equals PyTorch's, the angle is the same float and cos/sin are within
+// 1 ulp (2 with an attention scaling != 1); in a column whose entry is 1 ulp off, the angle moves by
+// about position * 1 ulp of inv_freq, which at large positions is many ulps of cos/sin (tests/
+// test_hf_parity.cpp bounds both). For PyTorch's exact table pass its inv_freq buffer to the
+// overload above. Rows are [tokens][rotary_dim] (head_dim for proportional). seq_len is HF's
+// max(position_ids) + 1 for dynamic_ntk and longrope.
 template <class T>
 void make_hf_cos_sin(const rope_config& config, const scaling& policy, const std::int64_t* positions,
                      std::int64_t tokens, std::int64_t seq_len, T* cos, T* sin) {

@@ -1,7 +1,13 @@
 // Per-head RMSNorm of q and k (Qwen3, Gemma 3/4, OLMo 2 normalise every head row before RoPE):
 // y = x / sqrt(mean(x^2) + eps) * w over the head_dim channels of each (token, head) row, in float.
+// 16-bit rows are widened, normalised and weighted in float, then rounded to T once. Gemma's HF
+// RMSNorm does the same (its float result times 1 + weight, one cast), so the two agree but where
+// the order of the sum of squares tips a rounding. HF's Qwen3RMSNorm rounds twice: the normalised
+// value is cast to the input dtype before it is multiplied by the (bf16) weight; ropex's result can
+// then differ from Qwen3's by one unit in the last place of T (tests/test_fused.cpp holds both).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -29,16 +35,15 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
 }
 
 // One row normalised into `out` (float) by the family's loop (detail/norm_kernels.hpp); 16-bit
-// rows are widened to float first.
+// rows are widened into `out` first and normalised there (the loop reads a row before writing it).
 template <class T>
 void normalize_row(normalize_row_fn kernel, const T* x, float* out, int head_dim, const rms_norm& norm) {
   const float eps = static_cast<float>(norm.eps);
   if constexpr (std::is_same_v<T, float>) {
     kernel(x, out, head_dim, eps, norm.weight, norm.unit_offset);
   } else {
-    float row[max_norm_dim];
-    for (int i = 0; i < head_dim; ++i) row[i] = load(x[i]);
-    kernel(row, out, head_dim, eps, norm.weight, norm.unit_offset);
+    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]);
+    kernel(out, out, head_dim, eps, norm.weight, norm.unit_offset);
   }
 }
 }  // namespace detail
@@ -65,9 +70,31 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
     }
 }
 
-// The same with the row length read off the view: the stride of its inner dimension (head_stride
-// when it has several heads and heads are closer than tokens, else token_stride), which is
-// head_dim for contiguous tensors, q/k slices of a fused qkv buffer and head-major tensors.
+namespace detail {
+// The row length of a view whose strides say it: the smaller of the strides that step between rows
+// (head_stride when there are several heads, token_stride when there are several tokens). With
+// one head, token_stride steps between rows that may be longer than a head (the one k head of an
+// MQA model inside a fused qkv buffer), so head_stride, which such a view does not otherwise use,
+// must give the row: 0 < head_stride <= token_stride (contiguous_view sets it to head_dim).
+// A head-major one-head tensor, whose head_stride spans all its tokens, reads token_stride.
+// Returns 0 when the strides do not say it.
+template <class T>
+std::int64_t row_length_of(const tensor_view<T>& x) {
+  if (x.heads > 1 && x.tokens > 1) {
+    if (x.token_stride <= 0) return x.head_stride;
+    return std::min(x.head_stride, x.token_stride);
+  }
+  if (x.heads > 1) return x.token_stride > 0 && x.token_stride < x.head_stride ? x.token_stride : x.head_stride;
+  if (x.tokens == 1) return 0;
+  if (x.head_stride > 0 && x.head_stride <= x.token_stride) return x.head_stride;
+  if (x.token_stride > 0 && x.head_stride >= x.tokens * x.token_stride) return x.token_stride;
+  return 0;
+}
+}  // namespace detail
+
+// The same with the row length read off the view (detail::row_length_of): head_dim for contiguous
+// tensors, q/k slices of a fused qkv buffer (a one-head slice must set head_stride = head_dim) and
+// head-major tensors. A view whose strides do not say it is rejected: pass head_dim.
 template <class T>
 void rms_norm_heads(tensor_view<T> x, const rms_norm& norm) {
   if (x.tokens <= 0 || x.heads <= 0) {  // nothing to normalise; still report bad arguments
@@ -77,10 +104,12 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm) {
   }
   if (x.tokens == 1 && x.heads == 1)
     detail::fail("x", "has one row, so its head_dim cannot be read off the strides: pass head_dim");
-  std::int64_t inner = 0;
-  if (x.heads > 1) inner = x.head_stride;
-  if (x.tokens > 1 && (inner == 0 || (x.token_stride > 0 && x.token_stride < inner))) inner = x.token_stride;
-  if (inner <= 0 || inner > detail::max_norm_dim)
+  const std::int64_t inner = detail::row_length_of(x);
+  if (inner == 0)
+    detail::fail("x.head_stride", "of a one-head view must give its head_dim (0 < head_stride <= token_stride, got " +
+                                      std::to_string(x.head_stride) + " with token_stride " +
+                                      std::to_string(x.token_stride) + "): set it, or pass head_dim");
+  if (inner < 0 || inner > detail::max_norm_dim)
     detail::fail("x", "strides do not give a head_dim in [1, 1024] (inner stride " + std::to_string(inner) +
                           "): pass head_dim");
   rms_norm_heads(x, norm, static_cast<int>(inner));

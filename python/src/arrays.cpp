@@ -56,15 +56,63 @@ std::string device_name(const dlpack::device& d) {
 
 std::string python_type_name(py::handle h) { return Py_TYPE(h.ptr())->tp_name; }
 
-// torch.Tensor.__dlpack__ is Python code that checks requires_grad, the conjugate bit and the
-// layout, then calls torch.to_dlpack; calling torch.to_dlpack directly after the one check that can
-// apply here (requires_grad: conjugate tensors are complex and sparse ones fail in to_dlpack)
-// halves the cost of a decode-sized call. Only exact torch.Tensor objects take this path.
-// The references are kept for the life of the process (no destructor runs after Python exits).
+// PyTorch CPU tensors, read without DLPack. torch.to_dlpack allocates a managed tensor and a
+// capsule that the call then frees again: about half of a decode-sized call. An exact
+// torch.Tensor (no subclass) that is on the CPU, strided and of a type ropex takes is instead read
+// through its attributes (dtype, shape, stride(), data_ptr()), and its storage object is held for
+// the call, as a DLPack capsule would hold it, so that the memory outlives the GIL-free kernel
+// even if another thread resizes the tensor meanwhile. Anything else, and any attribute that
+// fails, goes through DLPack, which also words the errors.
+//
+// When DLPack is used, torch.to_dlpack is called directly: torch.Tensor.__dlpack__ is Python
+// code whose checks reduce here to requires_grad (conjugate tensors are complex, sparse ones fail
+// in to_dlpack).
+//
+// Everything is looked up once, after the user imported torch (ropex never imports it), and kept
+// for the life of the process (no destructor runs after Python exits).
 struct torch_fast_path {
   PyObject* tensor_type = nullptr;
   PyObject* to_dlpack = nullptr;
+  // The attribute path; attributes_ok is false when this PyTorch lacks one of them.
+  bool attributes_ok = false;
+  PyObject* strided = nullptr;
+  PyObject* float32 = nullptr;
+  PyObject* float16 = nullptr;
+  PyObject* bfloat16 = nullptr;
+  PyObject* int64 = nullptr;
+  PyObject* storage_method = nullptr;  // "untyped_storage" (PyTorch 2), "_storage" (1.x)
 };
+
+// The attribute and method names, interned once.
+struct torch_names {
+  PyObject* is_cpu = PyUnicode_InternFromString("is_cpu");
+  PyObject* layout = PyUnicode_InternFromString("layout");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* stride = PyUnicode_InternFromString("stride");
+  PyObject* data_ptr = PyUnicode_InternFromString("data_ptr");
+};
+
+const torch_names& names() {
+  static const torch_names n;
+  return n;
+}
+
+void resolve_attributes(PyObject* torch, torch_fast_path& path) {
+  path.strided = PyObject_GetAttrString(torch, "strided");
+  path.float32 = PyObject_GetAttrString(torch, "float32");
+  path.float16 = PyObject_GetAttrString(torch, "float16");
+  path.bfloat16 = PyObject_GetAttrString(torch, "bfloat16");
+  path.int64 = PyObject_GetAttrString(torch, "int64");
+  for (const char* method : {"untyped_storage", "_storage"})
+    if (PyObject_HasAttrString(path.tensor_type, method)) {
+      path.storage_method = PyUnicode_InternFromString(method);
+      break;
+    }
+  PyErr_Clear();
+  path.attributes_ok = path.strided && path.float32 && path.float16 && path.bfloat16 && path.int64 &&
+                       path.storage_method;
+}
 
 const torch_fast_path& torch_path() {
   static torch_fast_path path;
@@ -84,6 +132,7 @@ const torch_fast_path& torch_path() {
       if (type != nullptr && to_dlpack != nullptr && PyType_Check(type)) {
         path.tensor_type = type;
         path.to_dlpack = to_dlpack;
+        resolve_attributes(torch, path);
       } else {
         Py_XDECREF(type);
         Py_XDECREF(to_dlpack);
@@ -92,6 +141,34 @@ const torch_fast_path& torch_path() {
     }
   }
   return path;
+}
+
+bool is_torch_tensor(py::handle source) {
+  const torch_fast_path& torch = torch_path();
+  return torch.tensor_type != nullptr && Py_TYPE(source.ptr()) == reinterpret_cast<PyTypeObject*>(torch.tensor_type);
+}
+
+py::object attribute(py::handle source, PyObject* name) {
+  return py::reinterpret_steal<py::object>(PyObject_GetAttr(source.ptr(), name));
+}
+
+py::object call_method(py::handle source, PyObject* name) {
+#if PY_VERSION_HEX >= 0x03090000
+  return py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(source.ptr(), name));
+#else
+  return py::reinterpret_steal<py::object>(PyObject_CallMethodObjArgs(source.ptr(), name, nullptr));
+#endif
+}
+
+// A tuple of ints (torch.Size, the tuple of stride()) into `out`; false when it is not one.
+bool read_ints(const py::object& tuple, int ndim, std::array<std::int64_t, max_dims>& out) {
+  if (!tuple || !PyTuple_Check(tuple.ptr()) || PyTuple_GET_SIZE(tuple.ptr()) != ndim) return false;
+  for (int i = 0; i < ndim; ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.ptr(), i));
+    if (v == -1 && PyErr_Occurred()) return false;
+    out[static_cast<std::size_t>(i)] = v;
+  }
+  return true;
 }
 
 bool requires_grad(py::handle source) {
@@ -107,6 +184,38 @@ bool requires_grad(py::handle source) {
   return truth > 0;
 }
 
+// Where `source` lives when it says so and that is not the CPU ("meta", "cuda:0"); empty otherwise.
+// Asked only after an export failed: DLPack's own query first, then a `device` attribute (PyTorch's
+// meta device has no DLPack device code, so only the attribute names it).
+std::string foreign_device(py::handle source) {
+  try {
+    if (py::hasattr(source, "__dlpack_device__")) {
+      const py::tuple where = source.attr("__dlpack_device__")();
+      const dlpack::device d{where[0].cast<std::int32_t>(), where[1].cast<std::int32_t>()};
+      return d.type == dlpack::cpu ? std::string() : device_name(d);
+    }
+  } catch (py::error_already_set&) {
+  } catch (py::cast_error&) {
+  }
+  try {
+    if (py::hasattr(source, "device")) {
+      const std::string where = py::str(source.attr("device"));
+      return where == "cpu" ? std::string() : where;
+    }
+  } catch (py::error_already_set&) {
+  }
+  return std::string();
+}
+
+// The error of an export that failed: off the CPU, or the producer's own reason.
+[[noreturn]] void raise_export_failure(py::handle source, const char* name, const py::error_already_set& e) {
+  const std::string device = foreign_device(source);
+  if (!device.empty()) raise(PyExc_ValueError, std::string(name) + " must be on the CPU (got " + device + ")");
+  // The exception's type and text, not what(), which appends the Python traceback.
+  const std::string reason = std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()));
+  raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + reason);
+}
+
 [[noreturn]] void raise_requires_grad(const char* name) {
   raise(PyExc_ValueError, std::string(name) + " requires grad: ropex rotates in place, outside autograd; pass " +
                               name + ".detach() (the same memory) or compute it under torch.no_grad()");
@@ -115,18 +224,15 @@ bool requires_grad(py::handle source) {
 // The capsule of a DLPack producer (the protocol's __dlpack__, or torch.to_dlpack for a
 // torch.Tensor); a null object when `source` is no producer.
 py::object dlpack_capsule(py::handle source, const char* name, bool written) {
-  const torch_fast_path& torch = torch_path();
-  if (torch.tensor_type != nullptr && Py_TYPE(source.ptr()) == reinterpret_cast<PyTypeObject*>(torch.tensor_type)) {
+  if (is_torch_tensor(source)) {
+    const torch_fast_path& torch = torch_path();
     if (written && requires_grad(source)) raise_requires_grad(name);
 #if PY_VERSION_HEX >= 0x03090000
     PyObject* capsule = PyObject_CallOneArg(torch.to_dlpack, source.ptr());
 #else
     PyObject* capsule = PyObject_CallFunctionObjArgs(torch.to_dlpack, source.ptr(), nullptr);
 #endif
-    if (capsule == nullptr) {
-      py::error_already_set e;
-      raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
-    }
+    if (capsule == nullptr) raise_export_failure(source, name, py::error_already_set());
     return py::reinterpret_steal<py::object>(capsule);
   }
   if (!py::hasattr(source, "__dlpack__")) return py::object();
@@ -136,7 +242,7 @@ py::object dlpack_capsule(py::handle source, const char* name, bool written) {
     // PyTorch refuses to export a tensor that requires grad; rotating it in place behind autograd's
     // back would corrupt the gradient, so say what to do instead.
     if (requires_grad(source)) raise_requires_grad(name);
-    raise(PyExc_ValueError, std::string(name) + " cannot be exported through DLPack: " + e.what());
+    raise_export_failure(source, name, e);
   }
 }
 
@@ -164,6 +270,13 @@ bool borrowed_array::c_contiguous() const {
 }
 
 std::string borrowed_array::type_name(py::handle source) const {
+  switch (type) {
+    case dtype::float32: return "float32";
+    case dtype::float16: return "float16";
+    case dtype::bfloat16: return "bfloat16";
+    case dtype::int64: return "int64";
+    case dtype::other: break;
+  }
   if (from_dlpack) return dlpack_type_;
   // NumPy and friends name their dtype better than a format string does.
   if (py::hasattr(source, "dtype")) return py::str(source.attr("dtype"));
@@ -173,11 +286,56 @@ std::string borrowed_array::type_name(py::handle source) const {
 void borrowed_array::release() {
   if (has_buffer_) PyBuffer_Release(&buffer_);
   has_buffer_ = false;
-  capsule_ = py::object();  // the producer's destructor calls the DLPack deleter
+  owner_ = py::object();  // for a capsule, the producer's destructor calls the DLPack deleter
 }
 
-bool borrowed_array::borrow(py::handle source, const char* name, bool written) {
+bool borrowed_array::borrow_torch(py::handle source, const char* name, bool written, bool copied_at_once) {
+  const torch_fast_path& torch = torch_path();
+  if (!torch.attributes_ok) return false;
+  const torch_names& n = names();
+  const bool read = [&] {
+    const py::object cpu = attribute(source, n.is_cpu), layout = attribute(source, n.layout),
+                     element = attribute(source, n.dtype);
+    if (cpu.ptr() != Py_True) return false;  // DLPack names the device in the error
+    if (layout.ptr() != torch.strided)
+      raise(PyExc_ValueError, std::string(name) + " must be a dense (strided) tensor (got " +
+                                  std::string(py::str(layout)) + ")");
+    const PyObject* d = element.ptr();
+    type = d == torch.float32    ? dtype::float32
+           : d == torch.float16  ? dtype::float16
+           : d == torch.bfloat16 ? dtype::bfloat16
+           : d == torch.int64    ? dtype::int64
+                                 : dtype::other;
+    if (type == dtype::other) return false;  // DLPack names the type in the error
+    itemsize = type == dtype::float32 ? 4 : type == dtype::int64 ? 8 : 2;
+    if (written && requires_grad(source)) raise_requires_grad(name);
+    const py::object size = attribute(source, n.shape);
+    if (!size || !PyTuple_Check(size.ptr())) return false;
+    const Py_ssize_t dims = PyTuple_GET_SIZE(size.ptr());
+    if (dims > max_dims) return false;  // DLPack words that error
+    ndim = static_cast<int>(dims);
+    if (!read_ints(size, ndim, shape) || !read_ints(call_method(source, n.stride), ndim, strides)) return false;
+    const py::object pointer = call_method(source, n.data_ptr);
+    if (!pointer) return false;
+    data = PyLong_AsVoidPtr(pointer.ptr());
+    if (data == nullptr && PyErr_Occurred()) return false;
+    if (copied_at_once) return true;
+    owner_ = call_method(source, torch.storage_method);
+    return static_cast<bool>(owner_);
+  }();
+  if (!read) {
+    PyErr_Clear();
+    owner_ = py::object();
+    return false;
+  }
+  writable = true;
+  from_dlpack = true;  // the same kind of object as a DLPack export
+  return true;
+}
+
+bool borrowed_array::borrow(py::handle source, const char* name, bool written, bool copied_at_once) {
   release();
+  if (is_torch_tensor(source) && borrow_torch(source, name, written, copied_at_once)) return true;
   if (PyObject_CheckBuffer(source.ptr())) {
     // Read-only requests succeed for read-only arrays too, so writability is reported by name
     // instead of as the exporter's BufferError.
@@ -220,7 +378,7 @@ bool borrowed_array::borrow(py::handle source, const char* name, bool written) {
     PyErr_Clear();
     raise(PyExc_TypeError, std::string(name) + ".__dlpack__() did not return a \"dltensor\" capsule");
   }
-  capsule_ = std::move(capsule);
+  owner_ = std::move(capsule);
   from_dlpack = true;
   const dlpack::tensor& t = managed->dl_tensor;
   if (t.device.type != dlpack::cpu)
@@ -280,12 +438,20 @@ positions_ref::positions_ref(py::handle source, const char* name) {
       return;
     }
   }
-  if (array_.borrow(source, name, false) && array_.type == dtype::int64 && array_.c_contiguous() &&
+  if (array_.borrow(source, name, false, true) && array_.type == dtype::int64 && array_.c_contiguous() &&
       reinterpret_cast<std::uintptr_t>(array_.data) % 8 == 0) {
-    data_ = static_cast<const std::int64_t*>(array_.data);
     size_ = array_.size();
     ndim_ = array_.ndim;
-    return;
+    if (!array_.held() && size_ <= static_cast<std::int64_t>(small_capacity)) {
+      // A decode-sized tensor: copied now, so its storage need not be held through the kernel.
+      std::memcpy(small_.data(), array_.data, static_cast<std::size_t>(size_) * sizeof(std::int64_t));
+      data_ = small_.data();
+      return;
+    }
+    if (array_.held() || array_.borrow(source, name, false)) {  // read in place: hold the memory
+      data_ = static_cast<const std::int64_t*>(array_.data);
+      return;
+    }
   }
   // Anything else: one conversion through NumPy, accepting integer element types only (a float
   // position would be truncated silently).

@@ -1,7 +1,8 @@
 // Borrowing Python arrays without a copy: the buffer protocol (NumPy and anything else that exports
-// a strided buffer) and DLPack (`__dlpack__`: PyTorch, JAX, CuPy, ...). A borrowed array keeps the
-// producer's buffer or capsule alive until it is destroyed, so the memory stays valid while the
-// GIL is released around a kernel.
+// a strided buffer), PyTorch CPU tensors through their attributes, and DLPack (`__dlpack__`:
+// PyTorch's other tensors, JAX, CuPy, ...). A borrowed array keeps the producer's buffer, capsule
+// or storage alive until it is destroyed, so the memory stays valid while the GIL is released
+// around a kernel.
 #pragma once
 
 #include <array>
@@ -29,7 +30,8 @@ class borrowed_array {
   python::dtype type = dtype::other;
   int itemsize = 0;
   int ndim = 0;
-  std::array<std::int64_t, max_dims> shape{}, strides{};  // strides in elements
+  // The first ndim entries are set by borrow(); the rest stay uninitialised (not cleared on every call).
+  std::array<std::int64_t, max_dims> shape, strides;  // strides in elements
   bool writable = true;
   bool from_dlpack = false;
 
@@ -41,14 +43,21 @@ class borrowed_array {
 
   // Fills *this from `source`; false when `source` offers neither protocol. Errors that concern
   // the object itself (a CUDA tensor, an unsupported layout; a tensor requiring grad when it is
-  // to be `written`) raise a ValueError naming `name`.
-  bool borrow(py::handle source, const char* name, bool written);
+  // to be `written`) raise a ValueError naming `name`. With `copied_at_once` the caller copies
+  // the elements before it releases the GIL, so a PyTorch tensor's storage is not held (see
+  // held()).
+  bool borrow(py::handle source, const char* name, bool written, bool copied_at_once = false);
+  // Whether the memory is kept alive by *this (a buffer, a capsule or a storage), so that it may
+  // be used without the GIL.
+  bool held() const { return has_buffer_ || static_cast<bool>(owner_); }
 
  private:
+  // An exact torch.Tensor read through its attributes; false (nothing raised) when DLPack must do.
+  bool borrow_torch(py::handle source, const char* name, bool written, bool copied_at_once);
   void release();
   bool has_buffer_ = false;
   Py_buffer buffer_{};
-  py::object capsule_;
+  py::object owner_;  // what keeps the memory alive: a DLPack capsule or a tensor's storage
   std::string dlpack_type_;
 };
 
@@ -57,9 +66,9 @@ class borrowed_array {
 // whole number of elements.
 void borrow_floating(py::handle source, const char* name, borrowed_array& out);
 
-// Positions as contiguous int64: NumPy / DLPack int64 arrays are read in place, a Python int or a
-// short list of ints is copied to the stack; other integer arrays and sequences are converted once
-// through NumPy (positions are small next to the tensor).
+// Positions as contiguous int64: NumPy / DLPack int64 arrays are read in place, a Python int, a
+// short list of ints or a short int64 tensor is copied to the stack; other integer arrays and
+// sequences are converted once through NumPy (positions are small next to the tensor).
 class positions_ref {
  public:
   positions_ref(py::handle source, const char* name);
@@ -71,7 +80,7 @@ class positions_ref {
   static constexpr std::size_t small_capacity = 16;
   borrowed_array array_;
   py::object converted_;
-  std::array<std::int64_t, small_capacity> small_{};
+  std::array<std::int64_t, small_capacity> small_;  // the first size_ entries are set when used
   const std::int64_t* data_ = nullptr;
   std::int64_t size_ = 0;
   int ndim_ = 0;

@@ -7,16 +7,17 @@
 
 #include <ropex/import/hf.hpp>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 
 namespace ropex::python {
 
 namespace {
 
-import_options options_of(const std::optional<std::string>& layout, const std::string& layer_type) {
+import_options options_of(const loose<std::optional<std::string>>& layout, const loose<std::string>& layer_type) {
   import_options o;
-  if (layout) o.layout = to_layout(*layout);
-  o.layer_type = layer_type;
+  if (const std::optional<std::string> name = layout.get("layout")) o.layout = to_layout(*name);
+  o.layer_type = layer_type.get("layer_type");
   return o;
 }
 
@@ -45,7 +46,9 @@ void bind_import(py::module_& m) {
           "Pairs per position axis for M-RoPE models (None for 1-D RoPE; the Python API rotates 1-D only).")
       .def(
           "rotary_embedding",
-          [](const model_rope& r, std::int64_t seq_len) { return make_rope(r.config, r.policy, seq_len); },
+          [](const model_rope& r, loose<std::int64_t> seq_len) {
+            return make_rope(r.config, r.policy, seq_len.get("seq_len"));
+          },
           "seq_len"_a = 0, "A RotaryEmbedding for this checkpoint.")
       .def("__repr__", [](const model_rope& r) {
         return "ModelRope(model_type='" + r.model_type + "', config=" + std::string(py::repr(py::cast(r.config))) +
@@ -56,13 +59,13 @@ void bind_import(py::module_& m) {
 
   m.def(
       "_parse_hf_config",
-      [](const std::string& text, const std::optional<std::string>& layout, const std::string& layer_type) {
+      [](const std::string& text, const loose<std::optional<std::string>>& layout, const loose<std::string>& layer_type) {
         return parse_hf_config(text, options_of(layout, layer_type));
       },
       "text"_a, "layout"_a = py::none(), "layer_type"_a = "full_attention");
   m.def(
       "_load_hf_config",
-      [](const std::string& path, const std::optional<std::string>& layout, const std::string& layer_type) {
+      [](const std::string& path, const loose<std::optional<std::string>>& layout, const loose<std::string>& layer_type) {
         return load_hf_config(path, options_of(layout, layer_type));
       },
       "path"_a, "layout"_a = py::none(), "layer_type"_a = "full_attention");

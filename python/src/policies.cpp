@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 
 namespace ropex::python {
@@ -35,11 +36,12 @@ double resolved_attention_factor(longrope p) {
   return compute_frequencies(rope_config{2}, p, 0).attention_factor;
 }
 
-longrope make_longrope(std::vector<double> short_factor, std::vector<double> long_factor, double factor,
-                       std::int64_t original_max_position, std::optional<double> attention_factor) {
-  if (short_factor.empty()) detail::fail("longrope.short_factor", "must not be empty");
-  longrope p{std::move(short_factor), std::move(long_factor), factor, original_max_position,
-             attention_factor.value_or(0.0)};
+longrope make_longrope(const loose<std::vector<double>>& short_factor, const loose<std::vector<double>>& long_factor,
+                       const loose<double>& factor, const loose<std::int64_t>& original_max_position,
+                       const loose<std::optional<double>>& attention_factor) {
+  longrope p{short_factor.get("short_factor"), long_factor.get("long_factor"), factor.get("factor"),
+             original_max_position.get("original_max_position"), attention_factor.get("attention_factor").value_or(0.0)};
+  if (p.short_factor.empty()) detail::fail("longrope.short_factor", "must not be empty");
   // One entry per rotated pair: the short list fixes rotary_dim, the long one must agree.
   validate(rope_config{static_cast<int>(2 * p.short_factor.size())}, p);
   return p;
@@ -126,12 +128,12 @@ void bind_policies(py::module_& m) {
 
   auto linear_class = py::class_<linear>(m, "Linear",
                                          "Position Interpolation (HF \"linear\"): position m -> m / factor.");
-  linear_class.def(py::init([](double factor) { return checked(linear{factor}); }), "factor"_a = 1.0)
+  linear_class.def(py::init([](loose<double> factor) { return checked(linear{factor.get("factor")}); }), "factor"_a = 1.0)
       .def_readonly("factor", &linear::factor);
   value_methods<linear>(linear_class);
 
   auto ntk_class = py::class_<ntk>(m, "NTK", "NTK-aware base scaling: base' = base * factor^(r / (r - 2)).");
-  ntk_class.def(py::init([](double factor) { return checked(ntk{factor}); }), "factor"_a = 1.0)
+  ntk_class.def(py::init([](loose<double> factor) { return checked(ntk{factor.get("factor")}); }), "factor"_a = 1.0)
       .def_readonly("factor", &ntk::factor);
   value_methods<ntk>(ntk_class);
 
@@ -140,7 +142,9 @@ void bind_policies(py::module_& m) {
       "HF \"dynamic\": NTK base scaling that grows with seq_len past max_position "
       "(HF max_position_embeddings). RotaryEmbedding(seq_len=...) picks the base.");
   dynamic_class
-      .def(py::init([](double factor, std::int64_t max_position) { return checked(dynamic_ntk{factor, max_position}); }),
+      .def(py::init([](loose<double> factor, loose<std::int64_t> max_position) {
+             return checked(dynamic_ntk{factor.get("factor"), max_position.get("max_position")});
+           }),
            "factor"_a = 1.0, "max_position"_a = 2048)
       .def_readonly("factor", &dynamic_ntk::factor)
       .def_readonly("max_position", &dynamic_ntk::max_position);
@@ -152,10 +156,13 @@ void bind_policies(py::module_& m) {
       "derives it from factor (0.1 ln factor + 1, or the mscale ratio); truncate=False keeps the "
       "correction range unrounded (gpt-oss).");
   yarn_class
-      .def(py::init([](double factor, std::int64_t original_max_position, double beta_fast, double beta_slow,
-                       double mscale, double mscale_all_dim, std::optional<double> attention_factor, bool truncate) {
-             return checked(yarn{factor, original_max_position, beta_fast, beta_slow, mscale, mscale_all_dim,
-                                 attention_factor.value_or(0.0), truncate});
+      .def(py::init([](loose<double> factor, loose<std::int64_t> original_max_position, loose<double> beta_fast,
+                       loose<double> beta_slow, loose<double> mscale, loose<double> mscale_all_dim,
+                       loose<std::optional<double>> attention_factor, loose<bool> truncate) {
+             return checked(yarn{factor.get("factor"), original_max_position.get("original_max_position"),
+                                 beta_fast.get("beta_fast"), beta_slow.get("beta_slow"), mscale.get("mscale"),
+                                 mscale_all_dim.get("mscale_all_dim"),
+                                 attention_factor.get("attention_factor").value_or(0.0), truncate.get("truncate")});
            }),
            "factor"_a = 1.0, "original_max_position"_a = 2048, "beta_fast"_a = 32.0, "beta_slow"_a = 1.0,
            "mscale"_a = 0.0, "mscale_all_dim"_a = 0.0, "attention_factor"_a = py::none(), "truncate"_a = true)
@@ -173,9 +180,11 @@ void bind_policies(py::module_& m) {
       m, "Llama3", "HF \"llama3\": wavelengths above original_max_position / low_freq_factor are divided by "
                    "factor, those below original_max_position / high_freq_factor kept, the band between blended.");
   llama3_class
-      .def(py::init([](double factor, double low_freq_factor, double high_freq_factor,
-                       std::int64_t original_max_position) {
-             return checked(llama3{factor, low_freq_factor, high_freq_factor, original_max_position});
+      .def(py::init([](loose<double> factor, loose<double> low_freq_factor, loose<double> high_freq_factor,
+                       loose<std::int64_t> original_max_position) {
+             return checked(llama3{factor.get("factor"), low_freq_factor.get("low_freq_factor"),
+                                   high_freq_factor.get("high_freq_factor"),
+                                   original_max_position.get("original_max_position")});
            }),
            "factor"_a = 8.0, "low_freq_factor"_a = 1.0, "high_freq_factor"_a = 4.0,
            "original_max_position"_a = 8192)

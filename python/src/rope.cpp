@@ -12,8 +12,10 @@
 #include <optional>
 #include <string>
 
+#include "arguments.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "overlap.hpp"
 
 namespace ropex::python {
 
@@ -52,13 +54,76 @@ void check_tensor(const borrowed_array& a, const char* name, int head_dim) {
   if (!a.writable) raise(PyExc_ValueError, std::string(name) + " is read-only; ropex rotates in place");
 }
 
+// "q[3, 1]": the row of `a` (all but the last dimension) at `index`.
+std::string row_string(const char* name, const std::array<std::int64_t, max_dims>& index, int dims) {
+  std::string s = std::string(name) + "[";
+  for (int i = 0; i < dims; ++i) s += (i ? ", " : "") + std::to_string(index[static_cast<std::size_t>(i)]);
+  return s + "]";
+}
+
+// q and k must not share an element: it would be rotated twice. Their byte ranges are compared
+// first (disjoint for separate tensors, in O(ndim)); only when those interleave, as for slices of
+// one fused qkv tensor, are the rows themselves searched (overlap.hpp). Both are checked
+// (check_tensor) and of one element type, so both are aligned to it and their distance is a whole
+// number of elements.
+void check_disjoint(const borrowed_array& q, const borrowed_array& k) {
+  const auto extent = [](const borrowed_array& a) {  // elements from the first to one past the last
+    std::int64_t last = 0;
+    for (int i = 0; i < a.ndim; ++i) {
+      const auto d = static_cast<std::size_t>(i);
+      if (a.shape[d] == 0) return std::int64_t{0};
+      last += (a.shape[d] - 1) * a.strides[d];
+    }
+    return last + 1;
+  };
+  const std::int64_t q_extent = extent(q), k_extent = extent(k);
+  if (q_extent == 0 || k_extent == 0) return;
+  const auto q_begin = reinterpret_cast<std::uintptr_t>(q.data), k_begin = reinterpret_cast<std::uintptr_t>(k.data);
+  const auto item = static_cast<std::uintptr_t>(q.itemsize);
+  if (q_begin + static_cast<std::uintptr_t>(q_extent) * item <= k_begin ||
+      k_begin + static_cast<std::uintptr_t>(k_extent) * item <= q_begin)
+    return;
+  const int dims = q.ndim - 1;  // rows: every dimension but the contiguous head_dim
+  const auto distance = static_cast<std::int64_t>(q_begin - k_begin) / q.itemsize;  // wraps, then converts back
+  const row_set rows_q{distance, dims, q.shape.data(), q.strides.data()};
+  const row_set rows_k{0, dims, k.shape.data(), k.strides.data()};
+  const auto answer = rows_overlap<max_dims>(rows_q, rows_k, q.shape[static_cast<std::size_t>(dims)]);
+  if (answer.result == overlap_result::found)
+    raise(PyExc_ValueError, "q and k overlap in memory: rows " + row_string("q", answer.index_a, dims) + " and " +
+                                row_string("k", answer.index_b, dims) +
+                                " share elements, which would be rotated twice; pass separate tensors");
+  if (answer.result == overlap_result::undecided)
+    raise(PyExc_ValueError,
+          "q and k may overlap in memory: their byte ranges interleave with strides too irregular to check "
+          "row by row; pass a copy of k");
+}
+
+// Leading dimensions are looped over (or folded into tokens) outside the C++ view checks, so a
+// view whose leading strides bring rows of different indices together (as_strided with a batch
+// stride smaller than a batch) is caught here. Only for more than three dimensions: the C++ call
+// checks the rows of one [tokens, heads] view itself.
+void check_rows_distinct(const borrowed_array& a, const char* name) {
+  if (a.ndim <= 3) return;
+  const int dims = a.ndim - 1;
+  const row_set rows{0, dims, a.shape.data(), a.strides.data()};
+  const auto answer = rows_repeat<max_dims>(rows, a.shape[static_cast<std::size_t>(dims)]);
+  if (answer.result == overlap_result::found)
+    raise(PyExc_ValueError, std::string(name) + " has rows that overlap in memory: " +
+                                row_string(name, answer.index_a, dims) + " and " + row_string(name, answer.index_b, dims) +
+                                " share elements, which would be rotated twice");
+  if (answer.result == overlap_result::undecided)
+    raise(PyExc_ValueError, std::string(name) + " may have rows that overlap in memory: its strides are too "
+                                                "irregular to check row by row; pass a copy");
+}
+
 // The loop over one or two tensors with the same token dimensions: an inner run of `tokens`
 // tokens (one tensor_view) and outer dimensions iterated one index at a time.
 struct call_plan {
   std::int64_t tokens = 1;
   std::int64_t token_stride[2] = {0, 0};
   int outer = 0;
-  std::int64_t outer_size[max_dims] = {}, outer_stride[2][max_dims] = {}, outer_position_stride[max_dims] = {};
+  // The first `outer` entries are set (the rest are not cleared on every call).
+  std::int64_t outer_size[max_dims], outer_stride[2][max_dims], outer_position_stride[max_dims];
   std::int64_t groups = 1;
 };
 
@@ -109,7 +174,8 @@ tensor_view<T> view_of(const borrowed_array& a, std::int64_t offset, const call_
 template <class T>
 void run(const rotary_embedding& rope, const borrowed_array* const* arrays, int n, const call_plan& p,
          const std::int64_t* positions, operation op, std::int64_t delta) {
-  std::int64_t index[max_dims] = {}, offset[2] = {0, 0}, position_offset = 0;
+  std::int64_t index[max_dims], offset[2] = {0, 0}, position_offset = 0;
+  for (int o = 0; o < p.outer; ++o) index[o] = 0;
   for (std::int64_t g = 0; g < p.groups; ++g) {
     const tensor_view<T> x = view_of<T>(*arrays[0], offset[0], p, 0);
     const std::int64_t* pos = positions ? positions + position_offset : nullptr;
@@ -142,10 +208,12 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
   borrowed_array a, b;
   borrow_floating(x, x_name, a);
   check_tensor(a, x_name, head_dim);
+  check_rows_distinct(a, x_name);
   const borrowed_array* arrays[2] = {&a, &b};
   if (pair) {
     borrow_floating(k, "k", b);
     check_tensor(b, "k", head_dim);
+    check_rows_distinct(b, "k");
     if (b.type != a.type)
       raise(PyExc_TypeError, "k must have the element type of q (got " + b.type_name(k) + " and " + a.type_name(x) + ")");
     bool same = a.ndim == b.ndim;
@@ -153,7 +221,7 @@ void rotate(const rope_object& self, py::handle x, py::handle k, py::handle posi
     if (!same)
       raise(PyExc_ValueError, "k.shape[:-2] must equal q.shape[:-2] (got " + shape_string(b, 0, b.ndim - 2) + " and " +
                                   shape_string(a, 0, a.ndim - 2) + ")");
-    if (a.data == b.data && a.size() > 0) raise(PyExc_ValueError, "q and k are the same memory");
+    check_disjoint(a, b);
   }
 
   const int token_dims = a.ndim - 2;
@@ -222,19 +290,21 @@ dimension must be contiguous; tokens and heads may have any non-negative strides
 apart, so q and k can be slices of a fused qkv tensor and head-major tensors can be passed as
 x.transpose(-3, -2). positions are integers, one per token (x.shape[:-2] elements), or
 x.shape[-3] of them to reuse the same positions for every leading index. q and k of one call
-must not share rows.
+must not share an element (slices of one fused qkv tensor are fine).
 
 Angles are exact: the error of a rotated float32 value is a few ulps at every position up to
 2^24 and beyond. Wrong dtype, shape, device or a read-only array raise TypeError / ValueError
 naming the argument before anything is written. The GIL is released while the kernel runs.
 )doc")
-      .def(py::init([](int head_dim, py::object policy, double base, std::optional<int> rotary_dim,
-                       const std::string& layout, std::int64_t seq_len) {
+      .def(py::init([](loose<int> head_dim, py::object policy, loose<double> base, loose<std::optional<int>> rotary_dim,
+                       loose<std::string> layout, loose<std::int64_t> seq_len) {
+             const std::optional<int> rotary = rotary_dim.get("rotary_dim");
              // C++ reads rotary_dim 0 as "all of head_dim"; Python spells that None.
-             if (rotary_dim && *rotary_dim == 0)
+             if (rotary && *rotary == 0)
                raise(PyExc_ValueError, "ropex: rotary_dim must be > 0 (got 0); None rotates all of head_dim");
-             const rope_config config{head_dim, rotary_dim.value_or(0), base, to_layout(layout)};
-             return make_rope(config, to_scaling(policy), seq_len);
+             const rope_config config{head_dim.get("head_dim"), rotary.value_or(0), base.get("base"),
+                                      to_layout(layout.get("layout"))};
+             return make_rope(config, to_scaling(policy), seq_len.get("seq_len"));
            }),
            py::arg("head_dim"), py::arg("policy") = py::none(), py::arg("base") = 10000.0,
            py::arg("rotary_dim") = py::none(), py::arg("layout") = "half", py::arg("seq_len") = 0,
@@ -272,8 +342,9 @@ seq_len: sequence length that selects the DynamicNTK base and the LongRoPE facto
            "Undoes apply: rotates by -position and divides by attention_factor, in place; returns x.")
       .def(
           "shift",
-          [](const rope_object& r, py::object x, std::int64_t delta) {
-            rotate(r, x, py::handle(), py::handle(), operation::shift, delta);
+          [](const rope_object& r, py::object x, loose<std::int64_t> delta) {
+            // Read before x is borrowed: a wrong delta fails first, naming delta.
+            rotate(r, x, py::handle(), py::handle(), operation::shift, delta.get("delta"));
             return x;
           },
           py::arg("x"), py::arg("delta"),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ropex
+from conftest import needs_torch, torch
 
 
 def np_softmax(x, axis=-1):
@@ -78,12 +79,71 @@ def test_divergences_broadcast_and_take_an_axis():
     np.testing.assert_allclose(js, [ropex.js_divergence(p[:, j], uniform[:, 0]) for j in range(4)])
 
 
-def test_not_a_distribution_is_a_value_error():
-    with pytest.raises(ValueError, match="p"):
-        ropex.entropy([0.5, 0.6])
-    with pytest.raises(ValueError, match="row 1"):
-        ropex.kl_divergence([[0.5, 0.5], [0.9, 0.9]], [[0.5, 0.5], [0.5, 0.5]])
-    with pytest.raises(ValueError):
-        ropex.js_divergence([0.5, -0.5, 1.0], [0.2, 0.3, 0.5])
-    with pytest.raises(TypeError):
+def message_of(error, call):
+    with pytest.raises(error) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_not_a_distribution_names_the_python_argument_and_keyword():
+    # The Python names (p, q, renormalize=True), never the C++ ones (probs, distribution_options).
+    assert message_of(ValueError, lambda: ropex.entropy([0.5, 0.7])) == \
+        "p sums to 1.200000, not 1 within tolerance 0.000100 (pass renormalize=True to divide by the sum)"
+    assert message_of(ValueError, lambda: ropex.kl_divergence([0.5, 0.5], [0.5, 0.7])).startswith(
+        "q sums to 1.200000, not 1 within tolerance 0.000100 (pass renormalize=True")
+    assert message_of(ValueError, lambda: ropex.js_divergence([0.5, -0.5, 1.0], [0.2, 0.3, 0.5])) == \
+        "p has a negative entry (min -0.500000)"
+    assert message_of(ValueError, lambda: ropex.entropy([np.nan, 1.0])) == "p has a NaN or infinite entry"
+    assert message_of(ValueError, lambda: ropex.entropy([0.0, 0.0], renormalize=True)) == \
+        "p sums to 0 and cannot be renormalised"
+    with pytest.raises(TypeError, match="p must hold real numbers"):
         ropex.entropy(np.array(["a", "b"]))
+
+
+def test_a_refused_row_is_indexed_like_the_argument():
+    good = np.full((2, 3, 4), 0.25)
+    bad = good.copy()
+    bad[1, 2, 3] = 0.5
+    assert message_of(ValueError, lambda: ropex.entropy(bad)).startswith("p[1, 2, :] sums to 1.25")
+    assert message_of(ValueError, lambda: ropex.entropy(bad.transpose(2, 0, 1), axis=0)).startswith(
+        "p[:, 1, 2] sums to 1.25")
+    assert message_of(ValueError, lambda: ropex.kl_divergence(good, bad)).startswith("q[1, 2, :] sums")
+    # Broadcast arguments are named by their own index: q's one row, p's row of a size-1 dimension.
+    assert message_of(ValueError, lambda: ropex.js_divergence(good, [0.5] * 4)).startswith("q sums to 2.0")
+    assert message_of(ValueError, lambda: ropex.js_divergence(bad[1:, 2:], good)).startswith(
+        "p[0, 0, :] sums to 1.25")
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: ropex.entropy([0.5, 0.5], tolerance="a"), TypeError, "tolerance must be a number (got str)"),
+    (lambda: ropex.entropy([0.5, 0.5], tolerance=-1e-3), ValueError, "tolerance must be >= 0 (got -0.001)"),
+    (lambda: ropex.entropy([0.5, 0.5], tolerance=float("nan")), ValueError, "tolerance must be >= 0 (got nan)"),
+    (lambda: ropex.entropy([0.5, 0.5], bits="yes"), TypeError, "bits must be a bool (got str)"),
+    (lambda: ropex.kl_divergence([1.0], [1.0], renormalize=None), TypeError, "renormalize must be a bool (got NoneType)"),
+    (lambda: ropex.js_divergence([1.0], [1.0], tolerance=[0.1]), TypeError, "tolerance must be a number (got list)"),
+    (lambda: ropex.softmax([1.0, 2.0], axis=1.5), TypeError, "axis must be an int (got float)"),
+    (lambda: ropex.softmax([1.0, 2.0], axis=1), ValueError, "axis 1 is out of range for x with 1 dimensions"),
+    (lambda: ropex.entropy(np.ones((2, 0))), ValueError, "p has no entries along axis 1 (shape (2, 0))"),
+    (lambda: ropex.kl_divergence(np.ones(3) / 3, np.ones(4) / 4), ValueError,
+     "p and q must broadcast against each other with axis -1 last (got shapes (3,) and (4,))"),
+    (lambda: ropex.entropy([[0.5], [0.5, 0.5]]), ValueError, "p cannot be read as a NumPy array: "),
+])
+def test_bad_arguments_of_the_measurements(call, error, message):
+    assert message_of(error, call).startswith(message)
+
+
+def test_flags_take_bools_and_ints():
+    assert ropex.entropy([0.25] * 4, bits=np.bool_(True)) == pytest.approx(2.0, abs=1e-6)
+    assert ropex.entropy([1.0, 1.0], renormalize=1) == pytest.approx(math.log(2), abs=1e-7)
+
+
+@needs_torch
+def test_torch_input_gives_numpy_results():
+    # Documented: the measurements read tensors through numpy.asarray and return NumPy arrays.
+    logits = torch.randn(3, 5)
+    p = ropex.softmax(logits)
+    assert isinstance(p, np.ndarray) and p.dtype == np.float32
+    np.testing.assert_allclose(p, torch.softmax(logits, -1).numpy(), rtol=1e-6)
+    assert isinstance(ropex.entropy(torch.from_numpy(p)), np.ndarray)
+    with pytest.raises(ValueError, match="^x cannot be read as a NumPy array: "):
+        ropex.softmax(torch.randn(3, requires_grad=True))

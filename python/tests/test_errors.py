@@ -115,7 +115,7 @@ def test_q_and_k_mismatches(rope):
     k2, _ = x_and_copy((4, 2, 32))
     with pytest.raises(ValueError, match=r"k.shape\[:-2\] must equal q.shape\[:-2\]"):
         rope.apply(q, k2, [0, 1, 2])
-    with pytest.raises(ValueError, match="same memory"):
+    with pytest.raises(ValueError, match="q and k overlap in memory"):
         rope.apply(q, q, [0, 1, 2])
     k3, k3_before = x_and_copy((3, 2, 16))
     with pytest.raises(ValueError, match=r"k.shape\[-1\] must equal head_dim 32"):
@@ -128,9 +128,78 @@ def test_bad_shift_delta(rope):
     x, before = x_and_copy()
     with pytest.raises(ValueError, match="delta magnitude must be <= 2\\^53"):
         rope.shift(x, (1 << 53) + 1)
-    with pytest.raises(TypeError):
-        rope.shift(x, 1.5)
+    with pytest.raises(ValueError, match=r"^delta must fit in int64 \(got 1180591620717411303424\)$"):
+        rope.shift(x, 1 << 70)
+    for delta, kind in [(1.5, "float"), ("3", "str"), (None, "NoneType"), (np.float64(2.0), "numpy.float64")]:
+        with pytest.raises(TypeError, match=rf"^delta must be an int \(got {kind}\)$"):  # not the tensor's repr
+            rope.shift(x, delta)
     np.testing.assert_array_equal(x, before)
+    rope.shift(x, np.int32(3))  # NumPy integers are ints
+    assert not np.array_equal(x, before)
+
+
+@needs_torch
+def test_torch_shift_by_a_float_names_delta():
+    x = torch.randn(2, 1, 32)
+    before = x.clone()
+    with pytest.raises(TypeError, match=r"^delta must be an int \(got float\)$"):
+        ropex.RotaryEmbedding(head_dim=32).shift(x, 1.5)
+    assert torch.equal(x, before)
+
+
+def make_model_rope(seq_len):
+    config = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000.0}
+    return ropex.load_hf_config(config).rotary_embedding(seq_len=seq_len)
+
+
+# Each constructor and entry point, a wrongly typed scalar: a TypeError naming that argument alone.
+@pytest.mark.parametrize("call,message", [
+    (lambda: ropex.RotaryEmbedding(head_dim=64.0), "head_dim must be an int (got float)"),
+    (lambda: ropex.RotaryEmbedding(head_dim="64"), "head_dim must be an int (got str)"),
+    (lambda: ropex.RotaryEmbedding(head_dim=64, base="1e4"), "base must be a number (got str)"),
+    (lambda: ropex.RotaryEmbedding(head_dim=64, rotary_dim=32.0), "rotary_dim must be an int (got float)"),
+    (lambda: ropex.RotaryEmbedding(head_dim=64, layout=1), "layout must be a str (got int)"),
+    (lambda: ropex.RotaryEmbedding(head_dim=64, seq_len=1.5), "seq_len must be an int (got float)"),
+    (lambda: ropex.Linear(factor="2"), "factor must be a number (got str)"),
+    (lambda: ropex.NTK(factor=None), "factor must be a number (got NoneType)"),
+    (lambda: ropex.DynamicNTK(factor=2.0, max_position=2048.5), "max_position must be an int (got float)"),
+    (lambda: ropex.Yarn(factor=4.0, original_max_position=4096.0), "original_max_position must be an int (got float)"),
+    (lambda: ropex.Yarn(factor=4.0, beta_fast="32"), "beta_fast must be a number (got str)"),
+    (lambda: ropex.Yarn(factor=4.0, attention_factor="1"), "attention_factor must be a number (got str)"),
+    (lambda: ropex.Yarn(factor=4.0, truncate="no"), "truncate must be a bool (got str)"),
+    (lambda: ropex.Llama3(low_freq_factor=[1.0]), "low_freq_factor must be a number (got list)"),
+    (lambda: ropex.LongRoPE([1.0, "a"], [1.0, 1.0]), "short_factor[1] must be a number (got str)"),
+    (lambda: ropex.LongRoPE([1.0], 2.0), "long_factor must be a sequence of numbers (got float)"),
+    (lambda: ropex.LongRoPE("ab", [1.0]), "short_factor must be a sequence of numbers (got str)"),
+    (lambda: make_model_rope(0.5), "seq_len must be an int (got float)"),
+    (lambda: ropex.load_hf_config({"model_type": "llama"}, layout=2), "layout must be a str (got int)"),
+    (lambda: ropex.load_hf_config({"model_type": "llama"}, layer_type=None), "layer_type must be a str (got NoneType)"),
+    (lambda: ropex.load_hf_config(3), "path_or_dict must be a path to config.json, a model directory or a dict (got int)"),
+    (lambda: ropex.apply_rope(np.zeros((1, 1, 32), np.float32), [0], base=[1.0]), "base must be a number (got list)"),
+    (lambda: ropex.apply_rope([[[0.0] * 32]], [0]), "x must be a NumPy array or a tensor with __dlpack__ (PyTorch), got list"),
+])
+def test_wrongly_typed_scalar_names_the_argument(call, message):
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == message
+
+
+def test_numpy_scalars_are_accepted_where_python_ones_are():
+    rope = ropex.RotaryEmbedding(head_dim=np.int64(64), base=np.float32(500000.0), rotary_dim=np.int16(32),
+                                 seq_len=np.uint8(3))
+    assert (rope.head_dim, rope.rotary_dim, rope.base, rope.seq_len) == (64, 32, 500000.0, 3)
+    assert ropex.Yarn(factor=np.float64(4.0), original_max_position=np.int32(4096), truncate=np.bool_(False)) == \
+        ropex.Yarn(factor=4.0, original_max_position=4096, truncate=False)
+    assert ropex.LongRoPE(np.ones(4), (1, 2, 3, 4)).long_factor == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_out_of_range_integers_are_value_errors():
+    with pytest.raises(ValueError, match=r"^head_dim must fit in a C int \(got 4294967296\)$"):
+        ropex.RotaryEmbedding(head_dim=1 << 32)
+    with pytest.raises(ValueError, match=r"^max_position must fit in int64"):
+        ropex.DynamicNTK(factor=2.0, max_position=1 << 64)
+    with pytest.raises(ValueError, match=r"^factor is too large for a float$"):
+        ropex.Linear(factor=10 ** 400)
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -196,7 +265,31 @@ def test_torch_wrong_dtype(dtype):
 
 @needs_torch
 def test_torch_device_meta_is_refused():
-    x = torch.empty(2, 1, 32, device="meta")
-    # PyTorch 1.x refuses to export it; newer versions may export a non-CPU device.
-    with pytest.raises(ValueError, match="x (cannot be exported through DLPack|must be on the CPU)"):
-        ropex.RotaryEmbedding(head_dim=32).apply(x, torch.arange(2))
+    # PyTorch cannot export a meta tensor through DLPack at all; the error still says where it is.
+    rope = ropex.RotaryEmbedding(head_dim=32)
+    with pytest.raises(ValueError, match=r"^x must be on the CPU \(got meta\)$"):
+        rope.apply(torch.empty(2, 1, 32, device="meta"), torch.arange(2))
+    q = torch.randn(2, 1, 32)
+    before = q.clone()
+    with pytest.raises(ValueError, match=r"^k must be on the CPU \(got meta\)$"):
+        rope.apply(q, torch.empty(2, 1, 32, device="meta"), torch.arange(2))
+    with pytest.raises(ValueError, match=r"^positions must be on the CPU \(got meta\)$"):
+        rope.apply(q, torch.empty(2, dtype=torch.int64, device="meta"))
+    assert torch.equal(q, before)
+
+
+class FailingExport(DLPackProducer):
+    """A producer whose export fails, for a device that it reports through __dlpack_device__."""
+
+    def __dlpack__(self, stream=None):
+        raise RuntimeError("no export from this device")
+
+
+@pytest.mark.parametrize("device_type,message", [
+    (2, r"^x must be on the CPU \(got cuda:0\)$"),
+    (1, r"^x cannot be exported through DLPack: RuntimeError: no export from this device$"),
+])
+def test_failed_export_names_the_device(device_type, message):
+    x = np.zeros((2, 1, 32), np.float32)
+    with pytest.raises(ValueError, match=message):
+        ropex.RotaryEmbedding(head_dim=32).apply(FailingExport(x, device_type=device_type), [0, 1])

@@ -357,3 +357,58 @@ def test_torch_expanded_tensor_is_refused():
     with pytest.raises(ValueError, match="stride 0"):
         rope.apply(x, torch.arange(3))
     assert torch.equal(x, before)
+
+
+@needs_torch
+@pytest.mark.parametrize("count", [1, 16, 17, 100])
+def test_torch_positions_short_and_long(count):
+    # Up to 16 int64 positions are copied at once, more are read in place: both give the same.
+    rope = ropex.RotaryEmbedding(head_dim=32)
+    x = torch.from_numpy(random_x((count, 2, 32)))
+    before = x.double().numpy().copy()
+    positions = torch.arange(count) * 977 + 5
+    rope.apply(x, positions)
+    np.testing.assert_allclose(x.double().numpy(), reference(rope, before, positions.numpy()), atol=F32_TOLERANCE)
+    assert torch.equal(positions, torch.arange(count) * 977 + 5)  # read, not written
+
+
+@needs_torch
+def test_torch_strided_and_offset_positions():
+    rope = ropex.RotaryEmbedding(head_dim=32)
+    storage = torch.arange(100) * 31
+    for positions in (storage[::3][:20], storage[7:27], storage[40:42].view(2, 1)[:, 0]):
+        x = torch.from_numpy(random_x((positions.numel(), 1, 32)))
+        before = x.double().numpy().copy()
+        rope.apply(x, positions)
+        np.testing.assert_allclose(x.double().numpy(), reference(rope, before, positions.numpy()),
+                                   atol=F32_TOLERANCE)
+
+
+@needs_torch
+def test_torch_views_with_a_storage_offset_and_a_negative_view():
+    rope = ropex.RotaryEmbedding(head_dim=32)
+    base = torch.from_numpy(random_x((5, 3, 32)))
+    before = base.double().numpy().copy()
+    rope.apply(base[2:, 1:], torch.arange(3))  # data_ptr past the start of the storage
+    np.testing.assert_allclose(base[2:, 1:].double().numpy(), reference(rope, before[2:, 1:], np.arange(3)),
+                               atol=F32_TOLERANCE)
+    np.testing.assert_array_equal(base[:2].numpy(), before[:2].astype(np.float32))
+    # A negated view shares memory with its base; a rotation is linear, so rotating the memory
+    # rotates the view.
+    x = torch.from_numpy(random_x((2, 1, 32)))
+    negated = x._neg_view()
+    expected = reference(rope, -x.double().numpy(), [3, 4])
+    rope.apply(negated, [3, 4])
+    np.testing.assert_allclose(negated.double().numpy(), expected, atol=F32_TOLERANCE)
+
+
+@needs_torch
+def test_torch_sparse_and_mismatched_tensors_are_named():
+    rope = ropex.RotaryEmbedding(head_dim=32)
+    with pytest.raises(ValueError, match=r"^x must be a dense \(strided\) tensor \(got torch.sparse_coo\)$"):
+        rope.apply(torch.zeros(2, 1, 32).to_sparse(), [0, 1])
+    with pytest.raises(ValueError, match=r"^positions must be a dense \(strided\) tensor"):
+        rope.apply(torch.zeros(2, 1, 32), torch.arange(2).to_sparse())
+    q = torch.zeros(2, 1, 32)
+    with pytest.raises(TypeError, match=r"^k must have the element type of q \(got float16 and float32\)$"):
+        rope.apply(q, torch.zeros(2, 1, 32, dtype=torch.float16), [0, 1])

@@ -49,6 +49,14 @@ class gguf_writer {
     ++kv_count_;
     return *this;
   }
+  gguf_writer& bool_array(const std::string& k, const std::vector<bool>& v) {
+    key(k, 9);
+    le(kv_, 7, 4);
+    le(kv_, v.size(), 8);
+    for (bool x : v) le(kv_, x ? 1 : 0, 1);
+    ++kv_count_;
+    return *this;
+  }
   gguf_writer& str_array(const std::string& k, const std::vector<std::string>& v) {
     key(k, 9);
     le(kv_, 8, 4);

@@ -188,6 +188,7 @@ TEST_CASE("gguf: deepseek2 MLA with yarn_log_multiplier gives the DeepSeek softm
   CHECK(m.config.layout == ropex::layout::interleaved);
   CHECK(m.config.head_dim == 64);
   CHECK(m.config.rotary_dim == 64);
+  CHECK(m.qk_nope_head_dim == 128);  // key_length 192 - rope.dimension_count 64
   // The stored float32 0.1 is divided by 0.1f as llama.cpp does, giving mscale_all_dim = 1
   // exactly, so the multiplier matches the HF closed form (0.1 ln 40 + 1)^2 to rounding.
   CHECK(std::get<ropex::yarn>(m.policy).mscale_all_dim == 1.0);
@@ -195,6 +196,16 @@ TEST_CASE("gguf: deepseek2 MLA with yarn_log_multiplier gives the DeepSeek softm
   CHECK(m.softmax_scale_multiplier == Approx(1.87385).epsilon(1e-5));
   const auto f = ropex::make_frequencies(m.config, m.policy);
   CHECK(f.attention_factor == Approx(1.0).epsilon(1e-12));
+  // Newer files: key_length is the absorbed width (kv_lora_rank + 64 = 576), key_length_mla the head's.
+  gguf_writer newer;
+  newer.str("general.architecture", "deepseek2")
+      .u32("deepseek2.context_length", 163840)
+      .u32("deepseek2.attention.key_length", 576)
+      .u32("deepseek2.attention.key_length_mla", 192)
+      .u32("deepseek2.attention.kv_lora_rank", 512)
+      .u32("deepseek2.rope.dimension_count", 64);
+  const auto absorbed = newer.bytes();
+  CHECK(ropex::parse_gguf(absorbed.data(), absorbed.size()).qk_nope_head_dim == 128);
 }
 
 TEST_CASE("gguf: linear, legacy scale_linear and attn_factor", "[import][gguf]") {
@@ -447,4 +458,54 @@ TEST_CASE("gguf: rope_freqs.weight gives the freq_factors policy (Llama 3 GGUF),
       .tensor_data("rope_freqs.weight", std::vector<float>(10, 1.0f));
   const auto b = bad.bytes();
   require_format_error([&] { (void)ropex::parse_gguf(b.data(), b.size()); }, "rope_freqs.weight");
+}
+
+TEST_CASE("gguf: sliding_window_pattern as a period, per-layer defaults and errors naming the key",
+          "[import][gguf]") {
+  auto base = [] {
+    ropex_test::gguf_writer w;
+    w.str("general.architecture", "qwen3")
+        .u32("qwen3.context_length", 32768)
+        .u32("qwen3.block_count", 8)
+        .u32("qwen3.attention.key_length", 128)
+        .f32("qwen3.rope.freq_base", 1e6f)
+        .str("qwen3.rope.scaling.type", "linear")
+        .f32("qwen3.rope.scaling.factor", 2.0f);
+    return w;
+  };
+  auto parse = [](const ropex_test::gguf_writer& w) {
+    const auto bytes = w.bytes();
+    return ropex::parse_gguf(bytes.data(), bytes.size());
+  };
+  // Period 4 (llama.cpp set_swa_pattern): layers 3 and 7 full; the sliding ones keep the full
+  // layers' width, rotary dims and linear scaling (llama.cpp copies it) at their own base.
+  auto w = base();
+  w.u32("qwen3.attention.sliding_window_pattern", 4).f32("qwen3.rope.freq_base_swa", 1e4f);
+  const auto m = parse(w);
+  REQUIRE(m.layers.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    INFO("layer " << i);
+    const bool full = i % 4 == 3;
+    CHECK(m.layers[i].layer_type == (full ? "full_attention" : "sliding_attention"));
+    CHECK(m.layers[i].config.base == (full ? 1e6 : 1e4));
+    CHECK(m.layers[i].config.head_dim == 128);
+    CHECK(std::get<ropex::linear>(m.layers[i].policy).factor == 2.0);
+  }
+  // Without a pattern (and not gemma3) the file has no per-layer RoPE.
+  CHECK(parse(base()).layers.empty());
+  // Period 0: every layer slides.
+  auto all = base();
+  all.u32("qwen3.attention.sliding_window_pattern", 0);
+  for (const auto& l : parse(all).layers) CHECK(l.layer_type == "sliding_attention");
+
+  auto bad_length = base();
+  bad_length.bool_array("qwen3.attention.sliding_window_pattern", {true, false});
+  CHECK_THROWS_WITH(parse(bad_length), contains_text("qwen3.attention.sliding_window_pattern must have block_count = 8"));
+  auto bad_base = base();
+  bad_base.u32("qwen3.attention.sliding_window_pattern", 4).f32("qwen3.rope.freq_base_swa", 0.5f);
+  CHECK_THROWS_WITH(parse(bad_base), contains_text("qwen3.rope.freq_base_swa must be > 1"));
+  auto bad_dims = base();
+  bad_dims.u32("qwen3.attention.sliding_window_pattern", 4).u32("qwen3.attention.key_length_swa", 64);
+  CHECK_THROWS_WITH(parse(bad_dims), contains_text("qwen3.rope.dimension_count_swa is absent, so the sliding layers' "
+                                                   "rotary dims (128) exceed their head_dim 64"));
 }

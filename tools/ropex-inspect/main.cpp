@@ -393,7 +393,22 @@ int main(int argc, char** argv) {
                 << ",\n  \"attention_factor\": " << num(f.attention_factor)
                 << ",\n  \"softmax_scale_multiplier\": " << num(m.softmax_scale_multiplier) << ",\n  \"notes\": [";
       for (std::size_t i = 0; i < m.notes.size(); ++i) std::cout << (i ? ", " : "") << json_string(m.notes[i]);
-      std::cout << "],\n  \"pairs\": [\n";
+      std::cout << "],\n  \"qk_nope_head_dim\": " << m.qk_nope_head_dim << ",\n  \"nope_q_temperature\": ";
+      if (m.nope_q_temperature)
+        std::cout << "{\"attn_scale\": " << num(m.nope_q_temperature->attn_scale)
+                  << ", \"floor_scale\": " << num(m.nope_q_temperature->floor_scale) << "}";
+      else
+        std::cout << "null";
+      std::cout << ",\n  \"qk_norm_after_rope\": " << (m.qk_norm_after_rope ? "true" : "false")
+                << ",\n  \"qk_norm_eps\": " << num(m.qk_norm_eps) << ",\n  \"layers\": [";
+      for (std::size_t i = 0; i < m.layers.size(); ++i) {
+        const ropex::layer_rope& l = m.layers[i];
+        std::cout << (i ? ",\n" : "\n") << "    {\"layer\": " << i << ", \"layer_type\": " << json_string(l.layer_type)
+                  << ", \"rotates\": " << (l.rotates ? "true" : "false") << ", \"head_dim\": " << l.config.head_dim
+                  << ", \"rotary_dim\": " << ropex::rotary_dim_of(l.config) << ", \"base\": " << num(l.config.base)
+                  << ", \"policy_name\": " << json_string(ropex::rope_type_name(l.policy)) << "}";
+      }
+      std::cout << (m.layers.empty() ? "" : "\n  ") << "],\n  \"pairs\": [\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const row& r = rows[i];
         std::cout << "    {\"index\": " << r.index << ", \"inv_freq\": " << num(r.inv_freq) << ", \"wavelength\": "
@@ -414,6 +429,8 @@ int main(int argc, char** argv) {
       std::printf("attention factor (cos/sin): %.10f\n", f.attention_factor);
       std::printf("softmax scale multiplier:   %.10f\n", m.softmax_scale_multiplier);
       for (const std::string& note : m.notes) std::printf("note: %s\n", note.c_str());
+      if (m.qk_nope_head_dim > 0)
+        std::printf("MLA: %d non-rotated channels precede the rotated slice in each q/k head\n", m.qk_nope_head_dim);
       if (!m.layers.empty()) {
         // One line per run of identical layers (Gemma 3: 5 sliding, 1 full, ...; Llama 4: NoPE every 4th).
         std::printf("layers:          %zu\n", m.layers.size());
@@ -421,19 +438,24 @@ int main(int argc, char** argv) {
           std::size_t j = i + 1;
           const auto same = [](const ropex::layer_rope& x, const ropex::layer_rope& y) {
             return x.layer_type == y.layer_type && x.rotates == y.rotates && x.config.base == y.config.base &&
+                   x.config.head_dim == y.config.head_dim && ropex::rotary_dim_of(x.config) == ropex::rotary_dim_of(y.config) &&
                    x.policy.index() == y.policy.index();
           };
           while (j < m.layers.size() && same(m.layers[i], m.layers[j])) ++j;
           const ropex::layer_rope& l = m.layers[i];
+          const std::string rope = std::string(ropex::rope_type_name(l.policy)) + " base=" + num(l.config.base) +
+                                   " head_dim=" + std::to_string(l.config.head_dim) +
+                                   " rotary_dim=" + std::to_string(ropex::rotary_dim_of(l.config));
           std::printf("  %zu-%zu  %s  %s\n", i, j - 1, l.layer_type.empty() ? "-" : l.layer_type.c_str(),
-                      l.rotates ? (std::string(ropex::rope_type_name(l.policy)) + " base=" + num(l.config.base)).c_str()
-                                : "no RoPE");
+                      l.rotates ? rope.c_str() : "no RoPE");
           i = j;
         }
         if (m.nope_q_temperature)
           std::printf("NoPE q temperature: log(floor((p + 1) / %g) + 1) * %g + 1\n", m.nope_q_temperature->floor_scale,
                       m.nope_q_temperature->attn_scale);
-        if (m.qk_norm_after_rope) std::printf("q, k L2-normalised after RoPE on rotating layers (use_qk_norm)\n");
+        if (m.qk_norm_after_rope)
+          std::printf("q, k RMS-normalised without weight after RoPE on rotating layers (use_qk_norm, eps %g)\n",
+                      m.qk_norm_eps);
       }
       std::printf("\n%5s  %-14s  %-14s  %-12s  %-10s  %s\n", "pair", "inv_freq", "wavelength", "wl/context", "scale",
                   "region");

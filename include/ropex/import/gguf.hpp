@@ -448,10 +448,11 @@ inline arch_rope rope_type_of_arch(const std::string& arch) {
       "granite", "granitemoe", "chameleon", "plm",  "bailingmoe", "smollm3", "arcee",    "ernie4_5",
       "mistral3"};
   static const char* const neox[] = {
-      "falcon", "grok",    "dbrx",   "bert",   "nomic-bert", "stablelm", "bitnet",   "qwen",
-      "qwen2",  "qwen2moe", "qwen3", "qwen3moe", "olmo2",    "olmoe",    "phi2",     "phi3",
-      "phimoe", "gemma",   "gemma2", "gemma3", "starcoder2", "openelm",  "gptneox",  "codeshell",
-      "nemotron", "exaone", "minicpm3", "gpt-oss", "qwen2vl", "qwen3vl", "qwen3vlmoe"};
+      "falcon",   "grok",     "dbrx",     "bert",     "nomic-bert", "stablelm", "bitnet",    "qwen",
+      "qwen2",    "qwen2moe", "qwen3",    "qwen3moe", "olmo2",      "olmoe",    "phi2",      "phi3",
+      "phimoe",   "gemma",    "gemma2",   "gemma3",   "gemma3n",    "gemma4",   "starcoder2", "openelm",
+      "gptneox",  "codeshell", "nemotron", "exaone",  "minicpm3",   "gpt-oss",  "qwen2vl",   "qwen3vl",
+      "qwen3vlmoe"};
   static const char* const none[] = {"gpt2", "gptj", "mpt", "refact", "bloom", "mamba", "t5", "t5encoder",
                                      "jais", "rwkv6", "jina-bert-v2"};
   for (const char* a : norm)
@@ -504,6 +505,91 @@ struct key_reader {
   }
 };
 
+// Sliding-window (iSWA) models: llama.cpp gives the sliding layers their own RoPE base
+// (rope.freq_base_swa), head width (attention.key_length_swa) and rotary dims
+// (rope.dimension_count_swa), each defaulting to the full layers' value; Gemma 3 files carry no
+// pattern and llama.cpp fixes it at 6 with base 10000 and no frequency scaling. Fills
+// out.layers (full layers keep out.config / out.policy); docs/import.md "Sliding-window layers".
+inline void add_sliding_window_layers(const key_reader& keys, const std::string& arch, model_rope& out) {
+  const std::string p = arch + ".";
+  constexpr std::int64_t max_layers = std::int64_t{1} << 20;
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  const value* pattern = keys.find(pattern_key);
+  const bool gemma3 = arch == "gemma3";
+  if (pattern == nullptr) {
+    if (!gemma3) return;
+    // llama.cpp's gemma3 turns sliding windows on when attention.sliding_window > 0.
+    const auto window = keys.integer_of(p + "attention.sliding_window", 0, std::int64_t{1} << 40);
+    if (!window || *window == 0) return;
+  }
+  const auto n = keys.integer_of(p + "block_count", 1, max_layers);
+  if (!n) {
+    if (pattern == nullptr) return;
+    keys.fail(p + "block_count", "is required with attention.sliding_window_pattern");
+  }
+  std::vector<bool> sliding(static_cast<std::size_t>(*n));
+  if (pattern != nullptr && pattern->type == value_type::array) {
+    // One flag per layer, true = sliding window (llama.cpp get_key_or_arr into is_swa).
+    if (pattern->array_count != static_cast<std::uint64_t>(*n) || pattern->array.size() != sliding.size())
+      keys.fail(pattern_key, "must have block_count = " + std::to_string(*n) + " entries (got " +
+                                 std::to_string(pattern->array_count) + ")");
+    for (std::size_t i = 0; i < sliding.size(); ++i) {
+      const value& e = pattern->array[i];
+      if (e.type == value_type::boolean) sliding[i] = e.boolean;
+      else if (e.is_integer() && e.integer && (*e.integer == 0 || *e.integer == 1)) sliding[i] = *e.integer == 1;
+      else keys.fail(pattern_key + "[" + std::to_string(i) + "]", "must be a bool (or 0/1)");
+    }
+  } else {
+    // A period k (llama.cpp set_swa_pattern): layer i slides iff k == 0 or i % k < k - 1, so every
+    // k-th layer is full. Gemma 3 files carry none; llama.cpp uses 6.
+    const std::int64_t k = pattern != nullptr ? *keys.integer_of(pattern_key, 0, max_layers) : 6;
+    for (std::int64_t i = 0; i < *n; ++i) sliding[static_cast<std::size_t>(i)] = k == 0 || i % k < k - 1;
+  }
+
+  rope_config swa = out.config;
+  if (const auto base = keys.number_of(p + "rope.freq_base_swa")) {
+    if (!(*base > 1)) keys.fail(p + "rope.freq_base_swa", "must be > 1 (got " + std::to_string(*base) + ")");
+    swa.base = *base;
+    if (gemma3 && *base != 10000.0)
+      out.notes.push_back("rope.freq_base_swa is " + std::to_string(*base) +
+                          " but llama.cpp runs gemma3 sliding layers at base 10000");
+  } else if (gemma3) {
+    swa.base = 10000.0;
+  }
+  constexpr std::int64_t max_dim = std::int64_t{1} << 16;
+  if (const auto head = keys.integer_of(p + "attention.key_length_swa", 1, max_dim)) swa.head_dim = static_cast<int>(*head);
+  const auto dims = keys.integer_of(p + "rope.dimension_count_swa", 2, max_dim);
+  if (dims) swa.rotary_dim = static_cast<int>(*dims);
+  if (rotary_dim_of(swa) > swa.head_dim)
+    keys.fail(p + "rope.dimension_count_swa", std::string(dims ? "" : "is absent, so ") + "the sliding layers' rotary dims (" +
+                                                  std::to_string(rotary_dim_of(swa)) + ") exceed their head_dim " +
+                                                  std::to_string(swa.head_dim));
+  if (rotary_dim_of(swa) % 2 != 0)
+    keys.fail(p + "rope.dimension_count_swa", "must be even (got " + std::to_string(rotary_dim_of(swa)) + ")");
+
+  // llama.cpp copies the full layers' frequency scaling to the sliding ones unless the
+  // architecture says otherwise: Gemma 3 fixes it at 1, and Gemma 4's rope_freqs tensor (its
+  // proportional RoPE) is built for the full layers only.
+  scaling swa_policy = out.policy;
+  const bool per_pair = std::holds_alternative<freq_factors>(out.policy) || std::holds_alternative<longrope>(out.policy);
+  if (gemma3 || arch == "gemma4") {
+    swa_policy = plain{};
+  } else if (per_pair && rotary_dim_of(swa) != rotary_dim_of(out.config)) {
+    swa_policy = plain{};
+    out.notes.push_back(std::string("sliding layers given plain frequencies: the per-pair ") + rope_type_name(out.policy) +
+                        " factors are sized for the full layers' rotary dims");
+  }
+
+  out.layers.clear();
+  for (std::size_t i = 0; i < sliding.size(); ++i) {
+    layer_rope l;
+    l.layer_type = sliding[i] ? "sliding_attention" : "full_attention";
+    l.config = sliding[i] ? swa : out.config;
+    l.policy = sliding[i] ? swa_policy : out.policy;
+    out.layers.push_back(std::move(l));
+  }
+}
+
 }  // namespace detail
 
 // Maps `<arch>.*` metadata to model_rope. Keys and defaults: docs/import.md.
@@ -525,6 +611,16 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
     // MLA (deepseek2): RoPE runs on its own rope.dimension_count slice, as in the HF importer.
     if (!rope_dims) keys.fail(p + "rope.dimension_count", "is required for MLA models (attention.kv_lora_rank set)");
     head_dim = *rope_dims;
+    // llama.cpp: n_embd_head_qk_nope = n_embd_head_k_mla - n_rot, where n_embd_head_k_mla is
+    // attention.key_length_mla when present (newer files, whose key_length is the absorbed width).
+    std::string key = p + "attention.key_length_mla";
+    auto qk_head = keys.integer_of(key, 1, max_dim);
+    if (!qk_head) qk_head = keys.integer_of(key = p + "attention.key_length", 1, max_dim);
+    if (qk_head) {
+      if (*qk_head < head_dim)
+        keys.fail(key, "(" + std::to_string(*qk_head) + ") is less than rope.dimension_count " + std::to_string(head_dim));
+      out.qk_nope_head_dim = static_cast<int>(*qk_head - head_dim);
+    }
   } else if (const auto key_length = keys.integer_of(p + "attention.key_length", 1, max_dim)) {
     head_dim = *key_length;
   } else {
@@ -664,6 +760,8 @@ inline model_rope to_model_rope(const metadata& md, const import_options& option
                   "\"" + arch + "\" has no known RoPE layout; pass import_options::layout");
     }
   }
+
+  detail::add_sliding_window_layers(keys, arch, out);
 
   // M-RoPE: llama.cpp runs qwen2vl with MROPE (sections) and qwen3vl / qwen3vlmoe with IMROPE
   // (interleaved), both with neox pairing; the 4-entry list keeps unused sections as zeros.

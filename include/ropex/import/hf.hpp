@@ -134,16 +134,50 @@ inline std::vector<double> as_positive_list(const found& f, std::size_t expected
 // bounds the memory a hostile config can make the frequency check allocate.
 inline constexpr std::int64_t max_head_dim = std::int64_t{1} << 16;
 
-// transformers v5 nests rope_parameters by layer type: every member is an object and none of
+inline bool is_gemma3(const std::string& model_type) { return model_type == "gemma3" || model_type == "gemma3_text"; }
+inline bool is_gemma4(const std::string& model_type) { return model_type == "gemma4" || model_type == "gemma4_text"; }
+
+// The layer types a config declares: the strings of `layer_types` (unchecked here; add_layers
+// validates the list), or for Gemma 3 and 4 without one the two types their HF configs generate.
+inline std::vector<std::string> declared_layer_types(const scope& cfg, const std::string& model_type) {
+  std::vector<std::string> out;
+  if (const json* lt = cfg.find("layer_types")) {
+    if (lt->is_array())
+      for (const auto& e : *lt)
+        if (e.is_string()) out.push_back(e.get<std::string>());
+  } else if (is_gemma3(model_type) || is_gemma4(model_type)) {
+    out = {"sliding_attention", "full_attention"};
+  }
+  return out;
+}
+
+// transformers v5 nests rope_parameters by layer type. With `layer_types` declared, the dict is
+// nested when one of its keys names a declared type, and only those keys are entries (other
+// members, such as a stray "rope_type": "default" next to them, are ignored, as transformers'
+// nested_rope_parameter_keys ignores them). Without it: every member is an object and none of
 // the per-policy keys sits at the top.
-inline bool nested_by_layer_type(const json& params) {
+inline bool is_layer_type_key(const std::string& key, const std::vector<std::string>& declared) {
+  for (const std::string& t : declared)
+    if (key == t) return true;
+  return false;
+}
+inline bool nested_by_layer_type(const json& params, const std::vector<std::string>& declared) {
   if (!params.is_object() || params.empty()) return false;
+  if (!declared.empty()) {
+    for (const auto& item : params.items())
+      if (is_layer_type_key(item.key(), declared)) return true;
+    return false;
+  }
   for (const char* key : {"rope_type", "type", "rope_theta", "factor", "partial_rotary_factor"})
     if (params.contains(key)) return false;
   for (const auto& item : params.items())
     if (!item.value().is_object()) return false;
   return true;
 }
+
+// Gemma 4 (HF Gemma4TextConfig / Gemma4TextRotaryEmbedding): the full-attention layers' heads are
+// global_head_dim wide (default 512), and their proportional RoPE is computed over that width.
+inline constexpr std::int64_t gemma4_default_global_head_dim = 512;
 
 // Layout convention fixed by the model type (docs/formulas.md section 1): HF checkpoints of the
 // Llama family are permuted for rotate_half; DeepSeek V2/V3 (MLA) and GPT-J keep Meta's
@@ -153,10 +187,11 @@ inline std::optional<layout> layout_of_model_type(const std::string& t) {
   static const char* const interleaved_types[] = {"deepseek_v2", "deepseek_v3", "kimi_k2", "gptj", "llama4",
                                                   "llama4_text"};
   static const char* const half_types[] = {
-      "llama",    "mistral",     "mixtral",  "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe",
-      "phi",      "phi3",        "phimoe",   "gpt_oss", "gpt_neox",  "gemma",       "gemma2",
-      "gemma3",   "gemma3_text", "olmo",     "olmo2",   "starcoder2", "stablelm",   "falcon",
-      "granite",  "cohere",      "internlm2", "qwen2_5_vl_text", "qwen2_vl"};
+      "llama",    "mistral",     "mixtral",   "qwen2",           "qwen2_moe", "qwen3",       "qwen3_moe",
+      "phi",      "phi3",        "phimoe",    "gpt_oss",         "gpt_neox",  "gemma",       "gemma2",
+      "gemma3",   "gemma3_text", "gemma4",    "gemma4_text",     "olmo",      "olmo2",       "starcoder2",
+      "stablelm", "falcon",      "granite",   "cohere",          "internlm2", "qwen2_5_vl_text", "qwen2_vl",
+      "smollm3"};
   for (const char* name : interleaved_types)
     if (t == name) return layout::interleaved;
   for (const char* name : half_types)
@@ -191,11 +226,14 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
   if (const json* p = cfg.find("rope_parameters")) {
     params = scope{p, cfg.path_of("rope_parameters")};
     require(p->is_object(), params.path, std::string("must be an object (got ") + p->type_name() + ")");
-    if (nested_by_layer_type(*p)) {
+    const std::vector<std::string> declared = declared_layer_types(cfg, out.model_type);
+    if (nested_by_layer_type(*p, declared)) {
       const auto it = p->find(options.layer_type);
-      if (it == p->end()) {
+      if (it == p->end() || (!declared.empty() && !is_layer_type_key(options.layer_type, declared))) {
         std::string available;
-        for (const auto& item : p->items()) available += (available.empty() ? "" : ", ") + item.key();
+        for (const auto& item : p->items())
+          if (declared.empty() || is_layer_type_key(item.key(), declared))
+            available += (available.empty() ? "" : ", ") + item.key();
         fail(params.path, "has no entry for layer type \"" + options.layer_type + "\" (available: " + available + ")");
       }
       params = scope{&*it, join(params.path, options.layer_type)};
@@ -206,7 +244,8 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
   }
 
   // ---- base: rope_parameters.rope_theta, rope_theta, GPT-NeoX rotary_emb_base, HF default 1e4 --
-  double base = 10000.0;
+  // (SmolLM3Config's default is 2e6)
+  double base = out.model_type == "smollm3" ? 2e6 : 10000.0;
   if (found b = lookup({&params, &cfg}, "rope_theta"); b || (b = lookup({&cfg}, "rotary_emb_base"))) {
     base = as_number(b);
     require(base > 1, b.path, "must be > 1 (got " + std::to_string(base) + ")");
@@ -226,8 +265,18 @@ inline model_rope import_layer_type(const nlohmann::json& root, const import_opt
     // DeepSeek MLA rotates its own qk_rope_head_dim slice in full (HF DeepseekV3RotaryEmbedding
     // uses dim = qk_rope_head_dim); the nope channels never see RoPE.
     head_dim = rotary_dim = as_integer(mla_rope, 2, max_head_dim);
+    if (const found nope = lookup({&cfg}, "qk_nope_head_dim"))
+      out.qk_nope_head_dim = static_cast<int>(as_integer(nope, 0, max_head_dim));
+    else
+      out.notes.push_back("qk_nope_head_dim absent: left 0, so where the rope slice starts in each head is unknown");
   } else {
-    if (found h = lookup({&cfg}, "head_dim")) {
+    const bool global_width = is_gemma4(out.model_type) && proportional_type && options.layer_type == "full_attention";
+    if (found g = global_width ? lookup({&cfg}, "global_head_dim") : found{}) {
+      head_dim = as_integer(g, 1, max_head_dim);
+    } else if (global_width) {
+      head_dim = gemma4_default_global_head_dim;
+      out.notes.push_back("global_head_dim absent: HF Gemma 4's default of 512 used for the full-attention layers");
+    } else if (found h = lookup({&cfg}, "head_dim")) {
       head_dim = as_integer(h, 1, max_head_dim);
     } else {
       found hidden = lookup({&cfg}, "hidden_size"), heads = lookup({&cfg}, "num_attention_heads");
@@ -416,8 +465,9 @@ inline bool truthy(const found& f) {
 }
 
 // Per-layer RoPE (docs/import.md "Per-layer RoPE"): layer types from `layer_types`, or Gemma 3's
-// sliding pattern; Gemma 3 v4 configs give sliding layers rope_local_base_freq with default
-// frequencies; v5 nested rope_parameters give each type its own entry; Llama 4 no_rope_layers.
+// and Gemma 4's sliding pattern; Gemma 3 v4 configs give sliding layers rope_local_base_freq with
+// default frequencies; v5 nested rope_parameters give each type its own entry (Gemma 4's
+// full-attention entry over global_head_dim); Llama 4 no_rope_layers.
 inline void add_layers(const json& root, const import_options& options, model_rope& out) {
   scope top{&root, ""};
   scope cfg = top;
@@ -428,8 +478,9 @@ inline void add_layers(const json& root, const import_options& options, model_ro
   if (!layers_key) return;
   const std::int64_t n = as_integer(layers_key, 1, 1 << 20);
   const std::string& mt = out.model_type;
-  const bool gemma3 = mt == "gemma3" || mt == "gemma3_text";
+  const bool gemma3 = is_gemma3(mt), gemma4 = is_gemma4(mt);
   const bool llama4 = mt == "llama4" || mt == "llama4_text";
+  const bool smollm3 = mt == "smollm3";  // HF SmolLM3Config: no_rope_layers as Llama 4's, nothing else
 
   std::vector<std::string> types;
   if (const found lt = lookup({&cfg}, "layer_types")) {
@@ -444,23 +495,36 @@ inline void add_layers(const json& root, const import_options& options, model_ro
     const std::int64_t pattern = pattern_key ? as_integer(pattern_key, 1, 1 << 20) : 6;
     for (std::int64_t i = 0; i < n; ++i)
       types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
+  } else if (gemma4) {
+    // HF Gemma4TextConfig: the same rule with a fixed pattern of 6.
+    for (std::int64_t i = 0; i < n; ++i)
+      types.push_back((i + 1) % 6 != 0 ? "sliding_attention" : "full_attention");
+  }
+  if (gemma4 && !types.empty() && types.back() != "full_attention") {
+    // HF Gemma4TextConfig forces the last layer to full attention (with a warning).
+    out.notes.push_back("layer_types[" + std::to_string(n - 1) + "] was \"" + types.back() +
+                        "\"; HF Gemma 4 forces the last layer to full_attention");
+    types.back() = "full_attention";
   }
 
-  std::vector<int> rope_layers;  // Llama 4: 1 = RoPE, 0 = NoPE
-  if (llama4) {
+  std::vector<int> rope_layers;  // Llama 4, SmolLM3: 1 = RoPE, 0 = NoPE
+  if (llama4 || smollm3) {
     const found nrl = lookup({&cfg}, "no_rope_layers");
-    if (nrl && !(nrl.value->is_array() && nrl.value->empty())) {
+    // Llama 4 reads an empty list as absent; SmolLM3 keeps it (and would index past its end).
+    if (nrl && !(llama4 && nrl.value->is_array() && nrl.value->empty())) {
       require(nrl.value->is_array() && nrl.value->size() >= static_cast<std::size_t>(n), nrl.path,
               "must be an array of at least num_hidden_layers = " + std::to_string(n) + " entries of 0 or 1");
       for (std::int64_t i = 0; i < n; ++i)
         rope_layers.push_back(static_cast<int>(
             as_integer({&(*nrl.value)[static_cast<std::size_t>(i)], nrl.path + "[" + std::to_string(i) + "]"}, 0, 1)));
     } else {
-      // HF Llama4TextConfig: an empty or missing list means every no_rope_layer_interval-th layer is NoPE.
+      // HF Llama4TextConfig and SmolLM3Config: without a list, every no_rope_layer_interval-th layer is NoPE.
       const found interval_key = lookup({&cfg}, "no_rope_layer_interval");
       const std::int64_t interval = interval_key ? as_integer(interval_key, 1, 1 << 20) : 4;
       for (std::int64_t i = 0; i < n; ++i) rope_layers.push_back((i + 1) % interval != 0 ? 1 : 0);
     }
+  }
+  if (llama4) {
     if (const found t = lookup({&cfg}, "attn_temperature_tuning"); t && truthy(t)) {
       attention_temperature temperature;
       if (const found v = lookup({&cfg}, "attn_scale")) temperature.attn_scale = as_number(v);
@@ -469,12 +533,18 @@ inline void add_layers(const json& root, const import_options& options, model_ro
     }
     const found qk = lookup({&cfg}, "use_qk_norm");
     out.qk_norm_after_rope = qk ? as_bool(qk) : true;  // HF default True
+    if (out.qk_norm_after_rope) {
+      // HF Llama4TextAttention builds its Llama4TextL2Norm with config.rms_norm_eps (default 1e-5).
+      const found eps = lookup({&cfg}, "rms_norm_eps");
+      out.qk_norm_eps = eps ? as_non_negative(eps) : 1e-5;
+    }
   }
   if (types.empty() && rope_layers.empty()) return;
 
   // The RoPE of each distinct layer type.
   const json* nested = nullptr;
-  if (const json* p = cfg.find("rope_parameters"); p != nullptr && nested_by_layer_type(*p)) nested = p;
+  if (const json* p = cfg.find("rope_parameters"); p != nullptr && nested_by_layer_type(*p, declared_layer_types(cfg, mt)))
+    nested = p;
   std::map<std::string, std::pair<rope_config, scaling>> by_type;
   auto rope_of = [&](const std::string& type) -> const std::pair<rope_config, scaling>& {
     auto it = by_type.find(type);

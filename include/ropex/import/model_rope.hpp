@@ -36,6 +36,12 @@ struct model_rope {
   // mscale_all_dim, where HF DeepseekV3Attention multiplies by mscale^2 with
   // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 (docs/formulas.md 2.7; 1.87385 for DeepSeek-V3).
   double softmax_scale_multiplier = 1;
+  // MLA heads (DeepSeek V2/V3, Kimi K2) are [qk_nope_head_dim | qk_rope_head_dim]: config describes
+  // the rotated slice, and this is the width of the non-rotated channels before it in every q and
+  // k head (HF qk_nope_head_dim; GGUF attention.key_length_mla, else attention.key_length, minus
+  // rope.dimension_count), where the slice's strided view starts (docs/import.md "MLA"). 0 for
+  // other models.
+  int qk_nope_head_dim = 0;
   // Multi-axis positions (axes.hpp) for M-RoPE models: HF rope_scaling.mrope_section (+
   // mrope_interleaved for Qwen3-VL), GGUF <arch>.rope.dimension_sections. Empty for 1-D RoPE.
   std::optional<position_axes> axes;
@@ -51,8 +57,13 @@ struct model_rope {
   std::vector<layer_rope> layers;
   // Llama 4 attn_temperature_tuning: scale q by this on the layers that do not rotate.
   std::optional<attention_temperature> nope_q_temperature;
-  // Llama 4 use_qk_norm: q and k are L2-normalised after RoPE on the layers that rotate.
+  // Llama 4 use_qk_norm: after RoPE, on the layers that rotate, HF normalises every q and k head
+  // row as x * rsqrt(mean(x^2) + eps) in float, with no weight: an RMSNorm without weight (the row
+  // ends with RMS 1, not L2 norm 1, despite the module's name Llama4TextL2Norm).
+  // ropex::rms_norm_heads(view, ropex::rms_norm{nullptr, qk_norm_eps}) computes it (docs/import.md).
   bool qk_norm_after_rope = false;
+  // The eps of that norm: HF passes rms_norm_eps (default 1e-5); 0 when qk_norm_after_rope is false.
+  double qk_norm_eps = 0;
 };
 
 // Caller choices shared by both importers.

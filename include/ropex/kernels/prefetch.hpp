@@ -62,8 +62,28 @@ inline double prefetch_threshold_bytes() {
 inline double prefetch_threshold_bytes() { return double(1 << 20); }
 #endif
 
+inline thread_local double prefetch_threshold_override = -1;  // < 0: none (forced_prefetch_threshold)
+
+// Test and benchmark hook: while alive, calls on this thread prefetch above `bytes` instead of
+// this CPU's threshold (to reach both sides of it on any machine). Nested guards restore.
+class forced_prefetch_threshold {
+ public:
+  explicit forced_prefetch_threshold(double bytes) : previous_(prefetch_threshold_override) {
+    prefetch_threshold_override = bytes;
+  }
+  ~forced_prefetch_threshold() { prefetch_threshold_override = previous_; }
+  forced_prefetch_threshold(const forced_prefetch_threshold&) = delete;
+  forced_prefetch_threshold& operator=(const forced_prefetch_threshold&) = delete;
+
+ private:
+  double previous_;
+};
+
 // Whether a call that touches `bytes` of tensor data should prefetch.
-inline bool worth_prefetching(double bytes) { return bytes > prefetch_threshold_bytes(); }
+inline bool worth_prefetching(double bytes) {
+  const double forced = prefetch_threshold_override;
+  return bytes > (forced >= 0 ? forced : prefetch_threshold_bytes());
+}
 
 // Prefetches the cache lines of count values of T starting prefetch_bytes after p (read, keep in
 // all levels: the kernel reads then writes them).

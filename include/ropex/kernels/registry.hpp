@@ -125,16 +125,41 @@ namespace detail {
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
     ROPEX_KERNEL_SET(family, ns, std::int8_t), ROPEX_KERNEL_SET(family, ns, float8_e4m3) }
 
-inline const kernel_sets& scalar_kernels() {
+// Where the tables are compiled (README, "Compile time"). By default in every translation unit,
+// as inline functions. With ROPEX_SEPARATE_KERNELS they are only declared, and compiled once, in
+// the translation unit that also defines ROPEX_DEFINE_KERNELS: instantiating every family's
+// kernels for every storage type is most of what including ropex costs the compiler.
+#if !defined(ROPEX_SEPARATE_KERNELS)
+#define ROPEX_KERNEL_TABLE inline
+#define ROPEX_KERNEL_TABLES_HERE 1
+#elif defined(ROPEX_DEFINE_KERNELS)
+#define ROPEX_KERNEL_TABLE
+#define ROPEX_KERNEL_TABLES_HERE 1
+#else
+#define ROPEX_KERNEL_TABLE
+#define ROPEX_KERNEL_TABLES_HERE 0
+#endif
+
+ROPEX_KERNEL_TABLE const kernel_sets& scalar_kernels();
+#if ROPEX_KERNELS_X86
+ROPEX_KERNEL_TABLE const kernel_sets& avx2_kernels();
+ROPEX_KERNEL_TABLE const kernel_sets& avx512_kernels();
+#endif
+#if ROPEX_KERNELS_NEON
+ROPEX_KERNEL_TABLE const kernel_sets& neon_kernels();
+#endif
+
+#if ROPEX_KERNEL_TABLES_HERE
+ROPEX_KERNEL_TABLE const kernel_sets& scalar_kernels() {
   static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::scalar, scalar);
   return sets;
 }
 #if ROPEX_KERNELS_X86
-inline const kernel_sets& avx2_kernels() {
+ROPEX_KERNEL_TABLE const kernel_sets& avx2_kernels() {
   static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::avx2, avx2);
   return sets;
 }
-inline const kernel_sets& avx512_kernels() {
+ROPEX_KERNEL_TABLE const kernel_sets& avx512_kernels() {
   // The bfloat16 rotation has a variant for CPUs with AVX512_BF16.
   static const kernel_sets sets = [] {
     kernel_sets s = ROPEX_KERNEL_SETS(isa::avx512, avx512);
@@ -149,13 +174,16 @@ inline const kernel_sets& avx512_kernels() {
 }
 #endif
 #if ROPEX_KERNELS_NEON
-inline const kernel_sets& neon_kernels() {
+ROPEX_KERNEL_TABLE const kernel_sets& neon_kernels() {
   static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::neon, neon);
   return sets;
 }
 #endif
+#endif  // ROPEX_KERNEL_TABLES_HERE
 #undef ROPEX_KERNEL_SETS
 #undef ROPEX_KERNEL_SET
+#undef ROPEX_KERNEL_TABLES_HERE
+#undef ROPEX_KERNEL_TABLE
 }  // namespace detail
 
 struct isa_row {

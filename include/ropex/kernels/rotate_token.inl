@@ -1,5 +1,5 @@
-// Private: the rotation of a batch of tokens (kernels/rotation_batch.hpp: rows, pairs, and stored
-// or combined cos/sin) and the storage conversions, written once for every SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines structs `f64` (exact_cos_sin.inl's
+// Private: the rotation of one token's heads and the storage conversions, written once for every
+// SIMD family. Each of avx2.hpp, avx512.hpp and neon.hpp defines structs `f64` (exact_cos_sin.inl's
 // ops, included first) and `f32` of float-vector operations in its own namespace and target region,
 // then includes this file there, so the same source is compiled once per instruction set (no
 // #pragma once on purpose). The f32 ops:
@@ -227,27 +227,27 @@ using pair_block_for =
 template <class B>
 inline constexpr int held_capacity = f32::held_registers / B::registers;
 
-template <class B, int V, class Source>
+template <class B, int V, int Capacity = held_capacity<B>, class Source>
 ROPEX_ALWAYS_INLINE void load_held(typename B::coefficients* k, const Source& from, int whole, int tail) {
-  if constexpr (V < held_capacity<B>) {
+  if constexpr (V < Capacity) {
     if (V == whole) {
       if (tail > 0) k[V] = B::load_coefficients(from, V * B::pairs, tail);
       return;
     }
     k[V] = B::load_coefficients(from, V * B::pairs, B::pairs);
-    load_held<B, V + 1>(k, from, whole, tail);
+    load_held<B, V + 1, Capacity>(k, from, whole, tail);
   }
 }
 
-template <class B, int V, class T>
+template <class B, int V, int Capacity = held_capacity<B>, class T>
 ROPEX_ALWAYS_INLINE void rotate_held(T* head, int half, const typename B::coefficients* k, int whole, int tail) {
-  if constexpr (V < held_capacity<B>) {
+  if constexpr (V < Capacity) {
     if (V == whole) {
       if (tail > 0) B::rotate(head + V * B::values, half, k[V], tail);
       return;
     }
     B::rotate(head + V * B::values, half, k[V], B::pairs);
-    rotate_held<B, V + 1>(head, half, k, whole, tail);
+    rotate_held<B, V + 1, Capacity>(head, half, k, whole, tail);
   }
 }
 
@@ -267,6 +267,31 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
       if (prefetch) B::prefetch(head, half, n);
       rotate_held<B, 0>(head, half, k, whole, tail);
     }
+  }
+}
+
+// Every token with at most Capacity blocks (half the register budget): the coefficients of token
+// t + 1 are formed before token t's heads are rotated, so their latency - a table row from L2 or
+// L3, the combine's chain of double operations - overlaps the heads' loads and stores instead of
+// stalling the start of each token.
+template <class B, int Capacity, class T, class Source>
+void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int half, int n, bool prefetch) {
+  const int whole = n / B::pairs, tail = n - whole * B::pairs;
+  typename B::coefficients k[Capacity], next[Capacity];
+  if (rows.tokens > 0) load_held<B, 0, Capacity>(k, source.at(0), whole, tail);
+  for (std::int64_t t = 0; t < rows.tokens; ++t) {
+    if (t + 1 < rows.tokens) load_held<B, 0, Capacity>(next, source.at(t + 1), whole, tail);
+    for (int v = 0; v < rows.count; ++v) {
+      T* x = rows.row(v, t) + offset;
+      const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        T* head = x + h * stride;
+        if (prefetch) B::prefetch(head, half, n);
+        rotate_held<B, 0, Capacity>(head, half, k, whole, tail);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < Capacity; ++i) k[i] = next[i];
   }
 }
 
@@ -304,6 +329,7 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
 
 // ---- where a batch's tokens take their coefficients from (kernels/rotation_batch.hpp) ----------
 struct stored_source {
+  static constexpr bool pipelined = true;
   const stored_angles& angles;
   stored_coefficients at(std::int64_t t) const {
     const std::int64_t r = (angles.rows ? angles.rows[t] : t) * angles.stride;
@@ -313,6 +339,7 @@ struct stored_source {
 
 // The seed of the block last reached, on this call's stack; cos_sin_seed is this family's own.
 struct combined_source {
+  static constexpr bool pipelined = false;
   combined_source(const combined_angles& a, int pairs) : angles(a), n(pairs) {}
   const combined_angles& angles;
   int n;
@@ -335,10 +362,16 @@ struct combined_source {
 };
 
 // The batch with block type B: per token, its coefficients once, then every head of each tensor.
+// Stored rows are read a token ahead (pipelined_tokens) when half the register budget holds them;
+// the combined form is not (measured: its double operations then compete with the heads').
 template <class B, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
-  const int n = range.last - range.first;
-  if ((n + B::pairs - 1) / B::pairs <= held_capacity<B>) {
+  const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
+  if constexpr (Source::pipelined) {
+    constexpr int half_capacity = held_capacity<B> / 2;
+    if (blocks <= half_capacity) return pipelined_tokens<B, half_capacity>(rows, offset, source, range.half, n, range.prefetch);
+  }
+  if (blocks <= held_capacity<B>) {
     for (std::int64_t t = 0; t < rows.tokens; ++t)
       held_token<B>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
   } else {

@@ -54,14 +54,16 @@ inline const tensor_info& checked(const safetensors_model& st, const std::string
 }
 
 inline row_matrix_f matrix(const safetensors_model& st, const std::string& name, std::int64_t rows, std::int64_t cols) {
-  const tensor_info& t = checked(st, name, {rows, cols});
+  const std::vector<std::int64_t> shape{rows, cols};  // named: a temporary here draws g++ 14's dangling warning
+  const tensor_info& t = checked(st, name, shape);
   row_matrix_f m(rows, cols);
   tensor_to_float(t, m.data());
   return m;
 }
 
 inline Eigen::RowVectorXf vector(const safetensors_model& st, const std::string& name, std::int64_t n) {
-  const tensor_info& t = checked(st, name, {n});
+  const std::vector<std::int64_t> shape{n};
+  const tensor_info& t = checked(st, name, shape);
   Eigen::RowVectorXf v(n);
   tensor_to_float(t, v.data());
   return v;
