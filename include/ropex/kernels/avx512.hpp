@@ -12,7 +12,6 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
-#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
@@ -124,19 +123,31 @@ struct f32 {
   }
   static void store(std::int8_t* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), int8_codes(v)); }
   static void store(std::int8_t* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), int8_codes(v)); }
-  // FP8 E4M3 codes (a quantized cache's shift, as int8): each byte widened to a 32-bit lane
-  // (vpmovzxbd) and decoded, or encoded and narrowed back in a register (vpmovdb), by the lane-wise
-  // conversions of detail/e4m3_lanes.hpp: float8_e4m3's bits (quantization.hpp).
+  // FP8 E4M3 codes (a quantized cache's shift, as int8), with float8_e4m3's bits (quantization.hpp).
+  // Decode: a code sign-extended to 16 bits, shifted left by 7 and with bit 14 cleared is the
+  // binary16 number value * 2^-8 (E4M3's exponent bias is 7, binary16's 15, and E4M3's subnormals
+  // fall on binary16's), so vcvtph2ps and * 256 give the value exactly; the NaN codes (0x7f, 0xff)
+  // read +-480 there and take float8_e4m3's quiet NaN bits, sign kept, by an xor.
   static vec e4m3_values(__m128i codes) {
-    vec v;
-    detail::e4m3_lanes::decode(_mm512_cvtepu8_epi32(codes), v);
-    return v;
+    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(codes), 7), _mm256_set1_epi16(short(0xbf80)));
+    const __m512i v = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_set1_ps(256.0f)));
+    const __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_or_si128(codes, _mm_set1_epi8(char(0x80))), _mm_set1_epi8(char(0xff)));
+    return _mm512_castsi512_ps(_mm512_mask_xor_epi32(v, nan, v, _mm512_set1_epi32(0x3c300000)));  // 0x43f00000 -> 0x7fc00000
   }
+  // Encode with one rounding for normal and subnormal codes, as detail/e4m3_lanes.hpp: m = |v|
+  // clamped to 448 (vminps returns its second operand, |v|, for a NaN; the second vminps turns that
+  // NaN into 480, whose code is 0x7f); with E = max(exponent of m, -6), fma(2^E, 2^20 (1 + 56 2^-23),
+  // m) rounds m to a whole number n of FP8 steps 2^(E-3), ties to even, in the sum's low bits, and
+  // the sum plus (E's field >> 20) leaves the code in the low byte. The sign is added to the byte.
   static __m128i e4m3_codes(vec v) {
-    __m512i lanes;
-    detail::e4m3_lanes::encode(v, lanes);
-    __m128i codes = _mm512_cvtepi32_epi8(lanes);
-    __asm__("" : "+x"(codes));
+    const vec magnitude = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+    const vec m = _mm512_min_ps(_mm512_min_ps(_mm512_set1_ps(448.0f), magnitude), _mm512_set1_ps(480.0f));
+    const __m512i exponent = _mm512_and_si512(_mm512_max_epu32(_mm512_castps_si512(m), _mm512_set1_epi32(0x3c800000)),
+                                              _mm512_set1_epi32(0x7f800000));
+    const vec sum = _mm512_fmadd_ps(_mm512_castsi512_ps(exponent), _mm512_castsi512_ps(_mm512_set1_epi32(0x49800038)), m);
+    __m128i codes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20)));
+    codes = _mm_mask_add_epi8(codes, _mm512_movepi32_mask(_mm512_castps_si512(v)), codes, _mm_set1_epi8(char(0x80)));
+    __asm__("" : "+v"(codes));
     return codes;
   }
   static vec load(const float8_e4m3* p) {
