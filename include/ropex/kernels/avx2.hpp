@@ -158,9 +158,9 @@ struct f32 {
     return v;
   }
   static __m128i e4m3_codes(vec v) {  // 8 codes in the low 8 bytes
-    __m256i lanes;
-    detail::e4m3_lanes::encode(v, lanes);
-    const __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+    __m256i words;
+    detail::e4m3_lanes::encode(v, words);
+    const __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
     return _mm_packus_epi16(w16, w16);
   }
   static vec load(const float8_e4m3* p) { return e4m3_values(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }

@@ -167,9 +167,9 @@ struct f32 {
     const __m512i sign = _mm512_set1_epi8(char(0x80));
     __m512i top = sign;  // the largest code | 0x80 of each byte lane; 0xff only for a NaN code
     for (int i = 0; i < n; i += 64) {
-      const __mmask64 lanes = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
-      const __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(lanes, a + i), sign);
-      const __m512i y = _mm512_or_si512(_mm512_maskz_loadu_epi8(lanes, a + half + i), sign);
+      const __mmask64 bytes = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+      const __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + i), sign);
+      const __m512i y = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half + i), sign);
       top = _mm512_max_epu8(top, _mm512_max_epu8(x, y));
     }
     return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(char(0xff))) == 0;
