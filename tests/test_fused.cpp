@@ -765,7 +765,7 @@ TEST_CASE("fused: README snippet", "[fused][readme]") {
   cache.k_scale = k_scale;
   cache.v_scale = v_scale;
   ropex::rope_append_kv(rope, q, k, v, positions, slot_mapping, cache);
-  // Context shift of cached keys, quantized or not: decoded, rotated, re-encoded row by row.
+  // Context shift of cached keys, quantized or not, where they lie (int8 / FP8 codes as numbers).
   ropex::shift_cache(rope, cache, slots, slot_count, -4096);
   // --- snippet end ---
   CHECK(std::any_of(k_cache.begin(), k_cache.end(), [](ropex::float8_e4m3 c) { return c.bits != 0; }));
