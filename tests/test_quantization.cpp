@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include <ropex/ropex.hpp>
@@ -169,5 +170,95 @@ TEMPLATE_TEST_CASE("every kernel family's row codec gives the scalar codec's bit
       }
       CHECK(decode_mismatches == 0);
     }
+  }
+}
+
+namespace {
+std::uint32_t float_bits_of(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float float_of_bits(std::uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Floats at and around every E4M3 rounding boundary, each with both signs: every finite code's
+// value, the midpoints between neighbours (ties, subnormal ones included) and one float ulp either
+// side of them and of the values, the saturation edge (448, its tie with 480 at 464, above), float
+// subnormals, zeros, infinities and NaNs with payloads; then random values of the code range and
+// random bit patterns.
+std::vector<float> e4m3_probe_floats() {
+  std::vector<float> f;
+  const auto both_signs = [&](float v) {
+    f.push_back(v);
+    f.push_back(-v);
+  };
+  for (unsigned c = 0; c < 0x7e; ++c) {
+    const float lo = static_cast<float>(float8_e4m3::from_bits(static_cast<std::uint8_t>(c)));
+    const float hi = static_cast<float>(float8_e4m3::from_bits(static_cast<std::uint8_t>(c + 1)));
+    const float mid = lo + (hi - lo) / 2;  // exact: five significant bits at most
+    for (float v : {lo, std::nextafter(lo, 0.0f), std::nextafter(lo, 1e30f), mid, std::nextafter(mid, 0.0f),
+                    std::nextafter(mid, 1e30f)})
+      both_signs(v);
+  }
+  for (float v : {448.0f, std::nextafter(448.0f, 0.0f), std::nextafter(448.0f, 1e30f), 464.0f, 480.0f, 1e30f,
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), 0.0f})
+    both_signs(v);
+  for (std::uint32_t b : {0x7fc00000u, 0x7f800001u, 0x7fbfffffu, 0x7fffffffu, 0x7fc12345u, 0x00400000u, 0x007fffffu})
+    both_signs(float_of_bits(b));
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> in_range(-500.0f, 500.0f);
+  for (int i = 0; i < 200000; ++i) f.push_back(in_range(rng));
+  for (int i = 0; i < 200000; ++i) f.push_back(float_of_bits(static_cast<std::uint32_t>(rng())));
+  return f;
+}
+}  // namespace
+
+TEST_CASE("every kernel family's FP8 loads and stores give float8_e4m3's bits, with tails of every length",
+          "[quantization][simd]") {
+  // The rotation kernels' FP8 ops (f32::load / store of float8_e4m3, reached through to_float and
+  // from_float) against quantization.hpp's conversions: each of the 256 codes from every offset
+  // and with every length up to three vectors, and the probe floats in runs of every length; a
+  // sentinel after each run must survive (no byte past the run is written).
+  std::vector<float8_e4m3> all(256);
+  for (unsigned c = 0; c < 256; ++c) all[c] = float8_e4m3::from_bits(static_cast<std::uint8_t>(c));
+  const std::vector<float> probes = e4m3_probe_floats();
+  const float sentinel_value = float_of_bits(0x7fa5a5a5u);
+  for (kernels::isa family : kernels::available_isas()) {
+    INFO(kernels::isa_name(family));
+    const kernels::kernel_set<float8_e4m3>& kernel = kernels::kernels_for<float8_e4m3>(family);
+    long decode_mismatches = 0, decode_overruns = 0;
+    for (std::size_t n = 0; n <= 48; ++n)
+      for (std::size_t first = 0; first + n <= all.size(); first += 1 + n / 4) {
+        std::vector<float> out(n + 1, sentinel_value);
+        kernel.to_float(all.data() + first, out.data(), n);
+        for (std::size_t i = 0; i < n; ++i)
+          decode_mismatches += float_bits_of(out[i]) != float_bits_of(static_cast<float>(all[first + i]));
+        decode_overruns += float_bits_of(out[n]) != 0x7fa5a5a5u;
+      }
+    CHECK(decode_mismatches == 0);
+    CHECK(decode_overruns == 0);
+
+    long encode_mismatches = 0, encode_overruns = 0;
+    std::size_t first_bad = probes.size();
+    std::vector<float8_e4m3> codes(probes.size() + 1);
+    std::size_t at = 0;
+    for (std::size_t n = 0; at < probes.size(); n = (n + 1) % 49) {
+      const std::size_t m = std::min(n, probes.size() - at);
+      codes[at + m] = float8_e4m3::from_bits(0xa5);
+      kernel.from_float(probes.data() + at, codes.data() + at, m);
+      encode_overruns += codes[at + m].bits != 0xa5;
+      at += m;
+    }
+    for (std::size_t i = 0; i < probes.size(); ++i)
+      if (codes[i].bits != float8_e4m3(probes[i]).bits && encode_mismatches++ == 0) first_bad = i;
+    INFO(probes.size() << " floats; first mismatch at " << first_bad << " ("
+                       << (first_bad < probes.size() ? probes[first_bad] : 0.0f) << ")");
+    CHECK(encode_mismatches == 0);
+    CHECK(encode_overruns == 0);
   }
 }

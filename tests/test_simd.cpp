@@ -676,3 +676,50 @@ TEST_CASE("16-bit storage is rounded exactly as the scalar kernel rounds it", "[
     CHECK(rounding_mismatches<bfloat16>(family, rng) == 0);
   }
 }
+
+TEST_CASE("FP8 E4M3 codes are rounded exactly as the scalar kernel rounds them", "[simd][types]") {
+  // As for 16-bit storage above: with sin = 0 every family computes fl(a c) and fl(b c) exactly as
+  // the scalar kernel does, so codes can differ only through the FP8 loads and stores. Half the
+  // codes are +-1, making the result +-c, and c walks the E4M3 grid: its values, the ties between
+  // neighbours (subnormal ones too) and one float ulp either side, the saturation edge (448, the
+  // 464 tie, beyond), infinity and NaN; the other codes are any of the 256.
+  using ropex::float8_e4m3;
+  std::vector<float> grid;
+  for (unsigned code = 0; code < 0x7e; ++code) {
+    const float lo = static_cast<float>(float8_e4m3::from_bits(static_cast<std::uint8_t>(code)));
+    const float hi = static_cast<float>(float8_e4m3::from_bits(static_cast<std::uint8_t>(code + 1)));
+    const float mid = lo + (hi - lo) / 2;
+    for (float v : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f), std::nextafter(lo, 0.0f)})
+      grid.push_back(v);
+  }
+  for (float v : {448.0f, 464.0f, std::nextafter(464.0f, 0.0f), 500.0f, 1e30f, INFINITY, NAN}) grid.push_back(v);
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> any(0, 255);
+  std::uniform_int_distribution<std::size_t> pick(0, grid.size() - 1);
+  for (isa family : runnable_families()) {
+    const auto& kernel = ropex::kernels::kernels_for<float8_e4m3>(family);
+    const auto& reference = ropex::kernels::kernels_for<float8_e4m3>(isa::scalar);
+    long mismatches = 0, compared = 0;
+    for (int pairs : {1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 64, 100, 128, 130})
+      for (layout pairing : {layout::half, layout::interleaved})
+        for (int round = 0; round < 8; ++round) {
+          const int heads = 2, stride = 2 * pairs + 3;
+          std::vector<float8_e4m3> x(static_cast<std::size_t>(heads * stride));
+          for (auto& v : x)
+            v = float8_e4m3::from_bits(static_cast<std::uint8_t>(any(rng) % 2 ? (any(rng) % 2 ? 0x38 : 0xb8) : any(rng)));
+          std::vector<float> c(static_cast<std::size_t>(pairs)), s(static_cast<std::size_t>(pairs), 0.0f);
+          for (auto& v : c) v = grid[pick(rng)] * (any(rng) % 2 ? 1.0f : -1.0f);
+          std::vector<float8_e4m3> expected = x, got = x;
+          reference.rotate_token(expected.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing, false);
+          kernel.rotate_token(got.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing, true);
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            ++compared;
+            if (!same_value(expected[i], got[i]) && mismatches++ == 0)
+              FAIL_CHECK(ropex::kernels::isa_name(family) << " pairs " << pairs << " element " << i << ": 0x" << std::hex
+                                                           << int(got[i].bits) << " instead of 0x" << int(expected[i].bits));
+          }
+        }
+    INFO(ropex::kernels::isa_name(family) << ": " << compared << " codes");
+    CHECK(mismatches == 0);
+  }
+}

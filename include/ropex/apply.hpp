@@ -187,13 +187,14 @@ class rotary_embedding {
   // Context shift of tokens at scattered addresses (the slots of a paged cache): token i's heads
   // are rows[i] + h * head_stride, h < heads, each head_dim values. Each token moves by deltas[i],
   // or every one by delta when deltas is null: shift / shift_each's kernels and bits, no copy.
-  // T may also be std::int8_t: codes rotated as numbers, then rounded half to even and saturated
-  // to +-127 (a quantized cache's scale cancels in a shift).
+  // T may also be std::int8_t or float8_e4m3: codes rotated as numbers (a quantized cache's scale
+  // cancels in a shift, the rotation being linear), then int8 rounded half to even and saturated
+  // to +-127, FP8 E4M3 rounded to nearest even and saturated to +-448 (quantization.hpp).
   template <class T>
   void shift_rows(T* const* rows, std::int64_t count, std::int64_t heads, std::int64_t head_stride, std::int64_t delta,
                   const std::int64_t* deltas = nullptr) const {
-    static_assert(is_storage_type_v<T> || std::is_same_v<T, std::int8_t>,
-                  "shift_rows rotates float, ropex::float16, ropex::bfloat16 or int8 codes");
+    static_assert(is_storage_type_v<T> || std::is_same_v<T, std::int8_t> || std::is_same_v<T, float8_e4m3>,
+                  "shift_rows rotates float, ropex::float16, ropex::bfloat16, int8 or float8_e4m3 codes");
     detail::require(count >= 0, "count", "must be >= 0");
     detail::require(heads >= 1, "heads", "must be >= 1");
     if (heads > 1 && head_stride < config_.head_dim) detail::fail("head_stride", "must be >= head_dim");

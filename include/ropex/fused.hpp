@@ -7,15 +7,15 @@
 // vision), and rotates with rotary_embedding's apply / shift of the same positions.
 // Each works through blocks of rows small enough for L1/L2: the block is read once, transformed by
 // the same code as the separate operations, and written once. Float q/k and caches that hold T are
-// transformed where they lie; 16-bit norms, converting appends and int8/FP8 shifts go through one
-// stack scratch of 32 KiB (8192 elements: a whole token of q and k up to 64 heads of 128).
+// transformed where they lie; 16-bit norms, converting appends and multi-axis int8/FP8 shifts go
+// through one stack scratch of 32 KiB (8192 elements: a whole token of q and k up to 64 heads of 128).
 //
 // Stack: with that scratch, a call needs at most about 40 KiB of the calling thread's stack with
 // 1-D positions and about 60 KiB with multi-axis ones (whose rotation keeps ~22 KiB of per-axis
 // step rows), measured by painting a thread's stack (GCC 12 -O2; unoptimised builds need up to
 // 20 KiB more). Threads with small stacks (some C libraries default to 128 KiB, some pools to
 // less) must leave that much room. The paths without the scratch (float norm_rope, appends into a
-// cache of T, 1-D shifts of float, 16-bit and int8 caches) stay under 16 KiB with 1-D positions.
+// cache of T, 1-D shifts of every cache type) stay under 16 KiB with 1-D positions.
 #pragma once
 
 #include <algorithm>
@@ -399,9 +399,9 @@ void rope_append_kv(const rotary_embedding& rope, tensor_view<T> q, tensor_view<
 }
 
 namespace detail {
-// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null). Float, 16-bit
-// and int8 caches are rotated where they are (rotary_embedding::shift_rows; int8 codes as numbers,
-// the scale cancels). No copy of the cache.
+// Keys of `count` slots re-rotated by deltas[i] (or by `delta` when deltas is null), where they
+// are (rotary_embedding::shift_rows): int8 and FP8 codes are rotated as numbers, since the scale
+// cancels. No copy of the cache.
 template <class C>
 void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                         std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
@@ -427,12 +427,12 @@ void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& ca
 // Most slots gathered into one float scratch block of the quantized keys.
 inline constexpr std::int64_t max_scratch_slots = 64;
 
-// Keys of the listed slots decoded into a float scratch, rotated there by
+// Keys of the listed slots decoded into a float scratch as numbers (scale 1: the scale cancels in
+// a shift, and the result is that of rotary_embedding::shift_rows on the codes), rotated there by
 // rotate(view, entries, n) -- entries[s] is the index into `slots` of the view's token s -- and
-// encoded back. `scale` is the cache's k_scale, or 1 to rotate int8 codes as numbers (the scale
-// cancels in a shift, and the result is then that of rotary_embedding::shift_rows on the codes).
+// encoded back.
 template <class C, class Rotate>
-void shift_through_scratch(const kv_cache_view<C>& cache, const std::int64_t* slots, std::int64_t count, float scale,
+void shift_through_scratch(const kv_cache_view<C>& cache, const std::int64_t* slots, std::int64_t count,
                            Rotate&& rotate) {
   const int d = cache.head_dim;
   const std::int64_t heads = cache.kv_heads;
@@ -455,13 +455,13 @@ void shift_through_scratch(const kv_cache_view<C>& cache, const std::int64_t* sl
       for (std::int64_t s = 0; s < n; ++s)
         for (std::int64_t h = 0; h < runs_per_slot; ++h) {
           const C* from = cache.k + cache_row(cache, slots[entries[s]], first_head + h);
-          codec.decode(from, scratch + (s * n_heads + h) * d, run, scale);
+          codec.decode(from, scratch + (s * n_heads + h) * d, run, 1.0f);
         }
       rotate(contiguous_view(scratch, n, n_heads, d), static_cast<const std::int64_t*>(entries), n);
       for (std::int64_t s = 0; s < n; ++s)
         for (std::int64_t h = 0; h < runs_per_slot; ++h)
           codec.encode(scratch + (s * n_heads + h) * d, cache.k + cache_row(cache, slots[entries[s]], first_head + h),
-                       run, scale);
+                       run, 1.0f);
     }
   }
 }
@@ -482,25 +482,9 @@ void shift_slot_runs(const kv_cache_view<C>& cache, const std::int64_t* slots, s
   }
 }
 
-template <class C>
-void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
-                       std::int64_t count, std::int64_t delta, const std::int64_t* deltas) {
-  if constexpr (is_storage_type_v<C> || std::is_same_v<C, std::int8_t>) {
-    shift_stored_slots(rope, cache, slots, count, delta, deltas);
-  } else {
-    std::int64_t gathered[max_scratch_slots];
-    shift_through_scratch(cache, slots, count, cache.k_scale,
-                          [&](const tensor_view<float>& view, const std::int64_t* entries, std::int64_t n) {
-                            if (deltas == nullptr) return rope.shift(view, delta);
-                            for (std::int64_t s = 0; s < n; ++s) gathered[s] = deltas[entries[s]];
-                            rope.shift_each(view, static_cast<const std::int64_t*>(gathered));
-                          });
-  }
-}
-
 // Multi-axis: deltas[a] per axis for every slot (each == false) or deltas [axes][count] (each).
 // Float and 16-bit caches are rotated where they lie, in runs of adjacent slots; int8 and FP8 ones
-// through the float scratch (int8 codes as numbers, as the 1-D shift does).
+// through the float scratch (codes as numbers, as the 1-D shift rotates them).
 template <class C>
 void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                        std::int64_t count, const position_axes& axes, const std::int64_t* deltas,
@@ -513,8 +497,7 @@ void shift_cache_slots(const rotary_embedding& rope, const kv_cache_view<C>& cac
   } else {
     const int n_axes = axis_count(axes);
     std::int64_t gathered[max_position_axes * max_scratch_slots];
-    const float scale = std::is_same_v<C, std::int8_t> ? 1.0f : cache.k_scale;
-    shift_through_scratch(cache, slots, count, scale,
+    shift_through_scratch(cache, slots, count,
                           [&](const tensor_view<float>& view, const std::int64_t* entries, std::int64_t n) {
                             if (each == nullptr) return rope.shift(view, axes, deltas);
                             for (int a = 0; a < n_axes; ++a)
@@ -535,15 +518,15 @@ void validate_shift(const rotary_embedding& rope, const kv_cache_view<C>& cache,
 }  // namespace detail
 
 // Context shift of cached keys: the keys in `slots` (count entries; negative entries are skipped)
-// rotated from position p to p + delta, in place, for any cache element type. Quantized keys are
-// decoded, rotated in float and re-encoded, so each value moves by at most one quantization step
-// beyond the rotation itself.
+// rotated from position p to p + delta, in place, for any cache element type. Quantized codes are
+// rotated in float registers and rounded back, so each value moves by at most one quantization
+// step beyond the rotation itself.
 template <class C>
 void shift_cache(const rotary_embedding& rope, const kv_cache_view<C>& cache, const std::int64_t* slots,
                  std::int64_t count, std::int64_t delta) {
   detail::validate_shift(rope, cache, slots, count);
   detail::check_position(delta, "delta");
-  detail::shift_cache_slots(rope, cache, slots, count, delta, nullptr);
+  detail::shift_stored_slots(rope, cache, slots, count, delta, nullptr);
 }
 
 // The same with one delta per slot (deltas has count entries).
@@ -552,7 +535,7 @@ void shift_cache_each(const rotary_embedding& rope, const kv_cache_view<C>& cach
                       std::int64_t count, const std::int64_t* deltas) {
   detail::validate_shift(rope, cache, slots, count);
   detail::validate_positions(deltas, count, "deltas");
-  detail::shift_cache_slots(rope, cache, slots, count, 0, deltas);
+  detail::shift_stored_slots(rope, cache, slots, count, 0, deltas);
 }
 
 // Multi-axis keys (M-RoPE, 2-D vision): every pair turns by the delta of its axis, deltas[a]

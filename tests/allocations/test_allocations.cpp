@@ -225,6 +225,24 @@ TEST_CASE("allocations: the Hugging Face parity rotations allocate nothing", "[a
   check_hf_parity<ropex::bfloat16>();
 }
 
+TEST_CASE("allocations: shift_cache of int8 and FP8 caches, rotated as codes, allocates nothing", "[allocations]") {
+  const ropex::rotary_embedding rope(ropex::rope_config{64, 0, 10000.0, ropex::layout::half}, ropex::plain{});
+  const std::int64_t num_blocks = 4, block_size = 8, kv_heads = 2, slots_total = num_blocks * block_size;
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(slots_total)), deltas(slots.size(), -7);
+  for (std::int64_t s = 0; s < slots_total; ++s) slots[static_cast<std::size_t>(s)] = s;
+  std::vector<std::int8_t> int8_k(static_cast<std::size_t>(slots_total * kv_heads * 64), 9);
+  std::vector<ropex::float8_e4m3> fp8_k(int8_k.size(), ropex::float8_e4m3(0.75f));
+  const ropex::kv_cache_view<std::int8_t> int8_cache{int8_k.data(), nullptr, num_blocks, block_size, kv_heads, 64};
+  const ropex::kv_cache_view<ropex::float8_e4m3> fp8_cache{fp8_k.data(), nullptr, num_blocks, block_size, kv_heads, 64};
+  for (isa family : families()) {
+    ropex::kernels::forced_isa guard(family);
+    INFO(ropex::kernels::isa_name(family));
+    CHECK(allocations_of([&] { ropex::shift_cache(rope, int8_cache, slots.data(), slots_total, 5); }) == 0);
+    CHECK(allocations_of([&] { ropex::shift_cache(rope, fp8_cache, slots.data(), slots_total, 5); }) == 0);
+    CHECK(allocations_of([&] { ropex::shift_cache_each(rope, fp8_cache, slots.data(), slots_total, deltas.data()); }) == 0);
+  }
+}
+
 TEST_CASE("allocations: a rejected call still names the field", "[allocations]") {
   const ropex::rotary_embedding rope(ropex::rope_config{64}, ropex::plain{});
   std::vector<float> x(64);

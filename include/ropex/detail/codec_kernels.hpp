@@ -11,6 +11,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/dispatch.hpp"
 #include "ropex/quantization.hpp"
@@ -46,11 +47,6 @@ typedef std::uint8_t u8 __attribute__((vector_size(16)));
 
 // Every vector goes in and out by reference: these helpers are always inlined, and no 64-byte
 // vector crosses a call boundary by value (-Wpsabi without AVX-512).
-template <class To, class From>
-__attribute__((always_inline)) inline void bit_copy(To& to, const From& from) {
-  static_assert(sizeof(To) == sizeof(From), "same size");
-  std::memcpy(&to, &from, sizeof to);
-}
 
 // The byte <-> 32-bit lane conversions, the one place the families differ: GCC lowers these
 // vector-extension conversions to scalar code, so x86 families supply their own instructions.
@@ -73,37 +69,19 @@ __attribute__((always_inline)) inline void encode_int8(const f32& quotient, i8& 
   Bytes::narrow(__builtin_convertvector(rounded, i32), codes);
 }
 
-// float_to_e4m3_bits on 16 lanes, branch-free: every path computed, the right one selected.
+// The E4M3 conversions of 16 lanes: detail/e4m3_lanes.hpp's, between this family's byte moves.
 template <class Bytes>
 __attribute__((always_inline)) inline void encode_e4m3(const f32& quotient, u8& codes) {
-  u32 x;
-  bit_copy(x, quotient);
-  const u32 sign = (x >> 24) & 0x80u, magnitude = x & 0x7fffffffu;
-  const u32 normal = ((magnitude + 0x7ffffu + ((magnitude >> 20) & 1u)) >> 20) - (120u << 3);
-  f32 shifted;
-  bit_copy(shifted, magnitude);
-  shifted += 16384.0f;
-  u32 subnormal;
-  bit_copy(subnormal, shifted);
-  subnormal -= 0x46800000u;
-  u32 code = magnitude < 0x3c800000u ? subnormal : normal;
-  code = magnitude >= 0x43e00000u ? u32{} + 0x7eu : code;
-  code = magnitude > 0x7f800000u ? u32{} + 0x7fu : code;
-  Bytes::narrow(code | sign, codes);
+  u32 code;
+  e4m3_lanes::encode(quotient, code);
+  Bytes::narrow(code, codes);
 }
 
 template <class Bytes>
 __attribute__((always_inline)) inline void decode_e4m3(const u8& codes, f32& values) {
   u32 b;
   Bytes::widen(codes, b);
-  const u32 sign = (b & 0x80u) << 24, exponent = (b >> 3) & 0xfu, mantissa = b & 0x7u;
-  const u32 normal = sign | ((exponent + 120u) << 23) | (mantissa << 20);
-  const f32 subnormal_value = __builtin_convertvector(__builtin_convertvector(mantissa, i32), f32) * 0.001953125f;
-  u32 subnormal;
-  bit_copy(subnormal, subnormal_value);
-  u32 bits = exponent == 0u ? (subnormal | sign) : normal;
-  bits = (b & 0x7fu) == 0x7fu ? (sign | 0x7fc00000u) : bits;
-  bit_copy(values, bits);
+  e4m3_lanes::decode(b, values);
 }
 
 template <class C, class Bytes>

@@ -14,10 +14,12 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_X86
@@ -146,6 +148,27 @@ struct f32 {
   static void store(std::int8_t* p, vec v, int n) {
     const __m128i codes = int8_codes(v);
     std::memcpy(p, &codes, static_cast<std::size_t>(n));
+  }
+  // FP8 E4M3 codes (a quantized cache's shift, as int8): each byte widened to a 32-bit lane
+  // (vpmovzxbd) and decoded, or encoded and narrowed back by unsigned saturating packs (every code
+  // fits a byte), by the lane-wise conversions of detail/e4m3_lanes.hpp: float8_e4m3's bits.
+  static vec e4m3_values(__m128i codes) {  // the low 8 bytes
+    vec v;
+    detail::e4m3_lanes::decode(_mm256_cvtepu8_epi32(codes), v);
+    return v;
+  }
+  static __m128i e4m3_codes(vec v) {  // 8 codes in the low 8 bytes
+    __m256i words;
+    detail::e4m3_lanes::encode(v, words);
+    const __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    return _mm_packus_epi16(w16, w16);
+  }
+  static vec load(const float8_e4m3* p) { return e4m3_values(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static vec load(const float8_e4m3* p, int n) { return e4m3_values(load_bytes_partial(p, n)); }
+  static void store(float8_e4m3* p, vec v) { _mm_storel_epi64(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
+  static void store(float8_e4m3* p, vec v, int n) {
+    const __m128i codes = e4m3_codes(v);
+    std::memcpy(static_cast<void*>(p), &codes, static_cast<std::size_t>(n));
   }
 
   static vec coefficients(const float* p, int n) { return n >= lanes ? load(p) : load(p, n); }

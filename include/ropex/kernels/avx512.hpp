@@ -16,6 +16,7 @@
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_X86
@@ -122,6 +123,76 @@ struct f32 {
   }
   static void store(std::int8_t* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), int8_codes(v)); }
   static void store(std::int8_t* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), int8_codes(v)); }
+  // FP8 E4M3 codes (a quantized cache's shift, as int8), with float8_e4m3's bits (quantization.hpp).
+  // Decode: a code sign-extended to 16 bits, shifted left by 7 and with bit 14 cleared is the
+  // binary16 number value * 2^-8 (E4M3's exponent bias is 7, binary16's 15, and E4M3's subnormals
+  // fall on binary16's), so vcvtph2ps (exact, and not subject to DAZ) and * 256 give the value. The
+  // NaN codes (0x7f, 0xff) read +-480 there: e4m3_values gives them float8_e4m3's quiet NaN bits,
+  // sign kept, by an xor; e4m3_numbers is for codes known to hold no NaN (e4m3_nan_free).
+  static vec e4m3_numbers(__m128i codes) {
+    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(codes), 7), _mm256_set1_epi16(short(0xbf80)));
+    return _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_set1_ps(256.0f));
+  }
+  static vec e4m3_values(__m128i codes) {
+    const __m512i v = _mm512_castps_si512(e4m3_numbers(codes));
+    const __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_or_si128(codes, _mm_set1_epi8(char(0x80))), _mm_set1_epi8(char(0xff)));
+    return _mm512_castsi512_ps(_mm512_mask_xor_epi32(v, nan, v, _mm512_set1_epi32(0x3c300000)));  // 0x43f00000 -> 0x7fc00000
+  }
+  // Encode with one rounding for normal and subnormal codes, as detail/e4m3_lanes.hpp: with m = |v|
+  // clamped to 448 and E = max(exponent of m, -6), fma(2^E, 2^20 (1 + 56 2^-23), m) rounds m to a
+  // whole number n of FP8 steps 2^(E-3), ties to even, in the sum's low bits, and the sum plus (E's
+  // field >> 20) leaves the code in the low byte; the sign is added to the byte. e4m3_codes
+  // clamps with two vminps (each returns its second operand for a NaN: |v|, then 480, whose code is
+  // 0x7f); e4m3_number_codes, for values known not to be NaN, with one vrangeps (which returns
+  // 448 for a quiet NaN).
+  static __m128i e4m3_round(vec v, vec m) {
+    const __m512i exponent = _mm512_and_si512(_mm512_max_epu32(_mm512_castps_si512(m), _mm512_set1_epi32(0x3c800000)),
+                                              _mm512_set1_epi32(0x7f800000));
+    const vec sum = _mm512_fmadd_ps(_mm512_castsi512_ps(exponent), _mm512_castsi512_ps(_mm512_set1_epi32(0x49800038)), m);
+    __m128i codes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20)));
+    codes = _mm_mask_add_epi8(codes, _mm512_movepi32_mask(_mm512_castps_si512(v)), codes, _mm_set1_epi8(char(0x80)));
+    __asm__("" : "+v"(codes));
+    return codes;
+  }
+  static __m128i e4m3_codes(vec v) {
+    const vec magnitude = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+    return e4m3_round(v, _mm512_min_ps(_mm512_min_ps(_mm512_set1_ps(448.0f), magnitude), _mm512_set1_ps(480.0f)));
+  }
+  static __m128i e4m3_number_codes(vec v) { return e4m3_round(v, _mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A)); }
+  // FP8 heads without NaN codes (rotate_token.inl, rotate_head): when none of the n codes at a and
+  // at a + half is a NaN (e4m3_nan_free) and the token's coefficients are below 2^64 in magnitude
+  // (moderate_coefficients), every value the rotation loads and stores is a number (at most
+  // 448 * 2^65), so load_numbers / store_numbers skip the NaN steps.
+  static bool e4m3_nan_free(const float8_e4m3* a, int half, int n) {
+    const __m512i sign = _mm512_set1_epi8(char(0x80));
+    __m512i top = sign;  // the largest code | 0x80 of each byte lane; 0xff only for a NaN code
+    for (int i = 0; i < n; i += 64) {
+      const __mmask64 bytes = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+      const __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + i), sign);
+      const __m512i y = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half + i), sign);
+      top = _mm512_max_epu8(top, _mm512_max_epu8(x, y));
+    }
+    return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(char(0xff))) == 0;
+  }
+  static constexpr bool has_numbers_only_e4m3 = true;
+  static vec load_numbers(const float8_e4m3* p) {
+    return e4m3_numbers(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static vec load_numbers(const float8_e4m3* p, int n) { return e4m3_numbers(_mm_maskz_loadu_epi8(first(n), p)); }
+  static void store_numbers(float8_e4m3* p, vec v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_number_codes(v));
+  }
+  static void store_numbers(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_number_codes(v)); }
+  static bool moderate_coefficients(vec c, vec s) {
+    const vec limit = _mm512_set1_ps(0x1p64f);  // NaN compares "not less" too
+    return (_mm512_cmp_ps_mask(_mm512_abs_ps(c), limit, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(_mm512_abs_ps(s), limit, _CMP_NLT_UQ)) == 0;
+  }
+  static vec load(const float8_e4m3* p) {
+    return e4m3_values(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static vec load(const float8_e4m3* p, int n) { return e4m3_values(_mm_maskz_loadu_epi8(first(n), p)); }
+  static void store(float8_e4m3* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
+  static void store(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_codes(v)); }
 
   // The on-the-fly cos/sin were just written by cos_sin_combine in 256-bit stores; a 512-bit load
   // spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind

@@ -14,9 +14,11 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/kernels/sincos.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_NEON
@@ -61,32 +63,63 @@ inline void store2(T* p, float32x4x2_t v) {
   vst2_u16(bits_of(p), h);
 }
 
+// The first `count` bytes of p through a zeroed image (int8 and FP8 codes).
+inline uint8x8_t bytes8(const void* p, int count) {
+  std::uint8_t image[8] = {};
+  std::memcpy(image, p, static_cast<std::size_t>(count));
+  return vld1_u8(image);
+}
+
 // int8 codes (a quantized cache's shift): exact widening; back by round half to even (fcvtns)
 // after clamping to +-127, as float_to_int8.
-inline int8x8_t bytes8(const std::int8_t* p, int count) {
-  std::int8_t image[8] = {};
-  std::memcpy(image, p, static_cast<std::size_t>(count));
-  return vld1_s8(image);
-}
 inline float32x4_t widen_low4(int8x8_t b) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(b)))); }
 inline int8x8_t int8_codes(float32x4_t v) {  // 4 codes in the low 4 bytes
   const float32x4_t limit = vdupq_n_f32(127.0f);
   const int16x4_t w = vmovn_s32(vcvtnq_s32_f32(vmaxq_f32(vminq_f32(v, limit), vnegq_f32(limit))));
   return vmovn_s16(vcombine_s16(w, w));
 }
-inline float32x4_t load(const std::int8_t* p) { return widen_low4(bytes8(p, 4)); }
+inline float32x4_t load(const std::int8_t* p) { return widen_low4(vreinterpret_s8_u8(bytes8(p, 4))); }
 inline void store(std::int8_t* p, float32x4_t v) {
   const int8x8_t codes = int8_codes(v);
   std::memcpy(p, &codes, 4);
 }
 inline float32x4x2_t load2(const std::int8_t* p) {
-  const int8x8_t b = bytes8(p, 8);
+  const int8x8_t b = vreinterpret_s8_u8(bytes8(p, 8));
   const int8x8x2_t split = vuzp_s8(b, b);  // even bytes, odd bytes
   return {{widen_low4(split.val[0]), widen_low4(split.val[1])}};
 }
 inline void store2(std::int8_t* p, float32x4x2_t v) {
   const int8x8x2_t pairs = vzip_s8(int8_codes(v.val[0]), int8_codes(v.val[1]));
   std::memcpy(p, &pairs.val[0], 8);
+}
+
+// FP8 E4M3 codes (a quantized cache's shift, as int8): each byte widened to a 32-bit lane (ushll
+// twice) and decoded, or encoded and narrowed back (xtn twice), by the lane-wise conversions of
+// detail/e4m3_lanes.hpp: float8_e4m3's bits.
+inline float32x4_t e4m3_low4(uint8x8_t b) {
+  float32x4_t v;
+  detail::e4m3_lanes::decode(vmovl_u16(vget_low_u16(vmovl_u8(b))), v);
+  return v;
+}
+inline uint8x8_t e4m3_codes(float32x4_t v) {  // 4 codes in the low 4 bytes
+  uint32x4_t lanes;
+  detail::e4m3_lanes::encode(v, lanes);
+  const uint16x4_t h = vmovn_u32(lanes);
+  return vmovn_u16(vcombine_u16(h, h));
+}
+inline float32x4_t load(const float8_e4m3* p) { return e4m3_low4(bytes8(p, 4)); }
+inline void store(float8_e4m3* p, float32x4_t v) {
+  const uint8x8_t codes = e4m3_codes(v);
+  std::memcpy(static_cast<void*>(p), &codes, 4);
+}
+inline float32x4x2_t load2(const float8_e4m3* p) {
+  const uint8x8_t b = bytes8(p, 8);
+  const uint8x8x2_t split = vuzp_u8(b, b);  // even bytes, odd bytes
+  return {{e4m3_low4(split.val[0]), e4m3_low4(split.val[1])}};
+}
+inline void store2(float8_e4m3* p, float32x4x2_t v) {
+  const uint8x8x2_t pairs = vzip_u8(e4m3_codes(v.val[0]), e4m3_codes(v.val[1]));
+  std::memcpy(static_cast<void*>(p), &pairs.val[0], 8);
 }
 
 // Padded images for tails: k < 4 (or k < 8 for the interleaved pair load) live elements.

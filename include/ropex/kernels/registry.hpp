@@ -24,6 +24,7 @@
 #include "ropex/kernels/avx512.hpp"
 #include "ropex/kernels/neon.hpp"
 #include "ropex/kernels/scalar.hpp"
+#include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
 
 #if ROPEX_KERNELS_X86
@@ -61,7 +62,8 @@ struct kernel_sets {
   kernel_set<float> f32;
   kernel_set<float16> f16;
   kernel_set<bfloat16> bf16;
-  kernel_set<std::int8_t> i8;  // int8 codes rotated as numbers (quantized cache shift)
+  kernel_set<std::int8_t> i8;   // int8 codes rotated as numbers (quantized cache shift)
+  kernel_set<float8_e4m3> fp8;  // FP8 E4M3 codes rotated as numbers (quantized cache shift)
 };
 
 namespace detail {
@@ -134,7 +136,7 @@ auto hf_rotate_entry(Pick pick) -> decltype(kernel_set<T>::hf_rotate) {
                   hf_rotate_entry<T>([](auto* type) { return &ns::hf_rotate_rows<std::remove_pointer_t<decltype(type)>>; }) }
 #define ROPEX_KERNEL_SETS(family, ns) \
   { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
-    ROPEX_KERNEL_SET(family, ns, std::int8_t) }
+    ROPEX_KERNEL_SET(family, ns, std::int8_t), ROPEX_KERNEL_SET(family, ns, float8_e4m3) }
 
 // Where the tables are compiled (README, "Compile time"). By default in every translation unit,
 // as inline functions. With ROPEX_SEPARATE_KERNELS they are only declared, and compiled once, in
@@ -261,6 +263,7 @@ const kernel_set<T>& kernels_for(isa i) {
   if constexpr (std::is_same_v<T, float>) return sets.f32;
   else if constexpr (std::is_same_v<T, float16>) return sets.f16;
   else if constexpr (std::is_same_v<T, std::int8_t>) return sets.i8;
+  else if constexpr (std::is_same_v<T, float8_e4m3>) return sets.fp8;
   else return sets.bf16;
 }
 

@@ -6,7 +6,8 @@
 //
 //   f32::vec, f32::lanes               a vector of floats and its lane count
 //   load(p) / load(p, n)               lanes values of storage type T (float, float16, bfloat16, and
-//                                      int8 codes: a quantized cache's shift rotates them as numbers)
+//                                      int8 or FP8 E4M3 codes: a quantized cache's shift rotates
+//                                      them as numbers)
 //   store(p, v) / store(p, v, n)       widened to floats / rounded back; the n < lanes forms touch
 //                                      only the first n values (no byte past them is read or written)
 //   coefficients(p, n)                 n <= lanes floats of cos or sin, zero beyond
@@ -14,6 +15,9 @@
 //   rotate(a, b, c, s)                 a' = a c - b s, b' = b c + a s, each the ISA's fused form
 //   held_registers                     how many vector registers the coefficients of a token may hold
 //   prefetch(p, count)                 kernels/prefetch.hpp's hint, or nothing
+//   has_numbers_only_e4m3 (optional)   with e4m3_nan_free(a, half, n) and load_numbers /
+//                                      store_numbers: FP8 loads and stores for heads without NaN
+//                                      codes, the bits of load / store with fewer operations
 // Interleaved pairs (x[2i], x[2i+1]):
 //   pair_lanes                         pairs per step
 //   pairs_side_by_side                 true: a vec holds the pairs as stored (x86); false: `pairs`
@@ -134,6 +138,26 @@ struct half_block {
   ROPEX_ALWAYS_INLINE static void prefetch(const T* a, int half, int n) {
     f32::prefetch(a, n);
     f32::prefetch(a + half, n);
+  }
+};
+
+// Half layout of a head known to hold no NaN code (the ops' e4m3_nan_free): the ops' number-only
+// FP8 loads and stores, the same bits as half_block's for such heads.
+template <class T, class O = f32>
+struct half_block_numbers : half_block<T> {
+  static constexpr int pairs = O::lanes;
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const typename half_block<T>::coefficients& k, int n) {
+    T* b = a + half;
+    typename O::vec xa = n == pairs ? O::load_numbers(a) : O::load_numbers(a, n);
+    typename O::vec xb = n == pairs ? O::load_numbers(b) : O::load_numbers(b, n);
+    O::rotate(xa, xb, k.c, k.s);
+    if (n == pairs) {
+      O::store_numbers(a, xa);
+      O::store_numbers(b, xb);
+    } else {
+      O::store_numbers(a, xa, n);
+      O::store_numbers(b, xb, n);
+    }
   }
 };
 
@@ -270,6 +294,46 @@ ROPEX_ALWAYS_INLINE void rotate_held(T* head, int half, const typename B::coeffi
   }
 }
 
+// Ops with number-only FP8 loads and stores (AVX-512) use them for FP8 heads without NaN codes,
+// in tokens whose coefficients are moderate (the ops' moderate_coefficients): the same bits.
+template <class O, class = void>
+struct has_numbers_only_e4m3 : std::false_type {};
+template <class O>
+struct has_numbers_only_e4m3<O, std::void_t<decltype(O::has_numbers_only_e4m3)>> : std::true_type {};
+
+template <class B, class T, class O = f32>
+inline constexpr bool numbers_only_form =
+    std::is_same_v<T, float8_e4m3> && std::is_same_v<B, half_block<T>> && has_numbers_only_e4m3<O>::value;
+
+template <class B, int V, int Capacity, class O = f32>
+ROPEX_ALWAYS_INLINE bool moderate_held(const typename B::coefficients* k, int whole, int tail) {
+  if constexpr (V < Capacity) {
+    if (V == whole) return tail == 0 || O::moderate_coefficients(k[V].c, k[V].s);
+    return O::moderate_coefficients(k[V].c, k[V].s) && moderate_held<B, V + 1, Capacity, O>(k, whole, tail);
+  } else {
+    return true;
+  }
+}
+
+// Whether a token's heads may take the number-only form (false where there is none).
+template <class B, int Capacity, class T>
+ROPEX_ALWAYS_INLINE bool numbers_only_token(const typename B::coefficients* k, int whole, int tail) {
+  if constexpr (numbers_only_form<B, T>) return moderate_held<B, 0, Capacity>(k, whole, tail);
+  else return false;
+}
+
+// One head's blocks: rotate_held, or the same chain of half_block_numbers for an FP8 head without
+// NaN codes in a token that allows it (numbers_only_token).
+template <class B, int Capacity, class T, class O = f32>
+ROPEX_ALWAYS_INLINE void rotate_head(T* head, int half, const typename B::coefficients* k, int whole, int tail,
+                                     bool numbers_only) {
+  if constexpr (numbers_only_form<B, T, O>) {
+    if (numbers_only && O::e4m3_nan_free(head, half, whole * B::pairs + tail))
+      return rotate_held<half_block_numbers<T, O>, 0, Capacity>(head, half, k, whole, tail);
+  }
+  rotate_held<B, 0, Capacity>(head, half, k, whole, tail);
+}
+
 // Token t of every tensor in `rows`, n pairs in at most held_capacity<B> blocks, starting `offset`
 // elements into each head: q and k share the coefficients.
 template <class B, class T, class Source>
@@ -278,13 +342,14 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
   const int whole = n / B::pairs, tail = n - whole * B::pairs;
   typename B::coefficients k[held_capacity<B>];
   load_held<B, 0>(k, from, whole, tail);
+  const bool numbers_only = numbers_only_token<B, held_capacity<B>, T>(k, whole, tail);
   for (int v = 0; v < rows.count; ++v) {
     T* x = rows.row(v, t) + offset;
     const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
     for (std::int64_t h = 0; h < heads; ++h) {
       T* head = x + h * stride;
       if (prefetch) B::prefetch(head, half, n);
-      rotate_held<B, 0>(head, half, k, whole, tail);
+      rotate_head<B, held_capacity<B>>(head, half, k, whole, tail, numbers_only);
     }
   }
 }
@@ -300,13 +365,14 @@ void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int
   if (rows.tokens > 0) load_held<B, 0, Capacity>(k, source.at(0), whole, tail);
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     if (t + 1 < rows.tokens) load_held<B, 0, Capacity>(next, source.at(t + 1), whole, tail);
+    const bool numbers_only = numbers_only_token<B, Capacity, T>(k, whole, tail);
     for (int v = 0; v < rows.count; ++v) {
       T* x = rows.row(v, t) + offset;
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = x + h * stride;
         if (prefetch) B::prefetch(head, half, n);
-        rotate_held<B, 0, Capacity>(head, half, k, whole, tail);
+        rotate_head<B, Capacity>(head, half, k, whole, tail, numbers_only);
       }
     }
 #pragma GCC unroll 16
