@@ -27,7 +27,7 @@ constexpr double u = 5.9604644775390625e-8;  // 2^-24, unit roundoff of float
 std::vector<isa> simd_families() {
   std::vector<isa> out;
   for (const ropex::kernels::isa_row& r : ropex::kernels::isa_rows)
-    if (r.family != ropex::kernels::arch_family::portable && r.kernels != nullptr) out.push_back(r.id);
+    if (r.family != ropex::kernels::arch_family::portable && r.compiled) out.push_back(r.id);
   return out;
 }
 

@@ -47,7 +47,7 @@ void rotate_rows(const tensor_view<T>& x, const T* cos, const T* sin, std::int64
   const kernels::token_rows<T> rows = rows_of(&x, 1);
   const int half = static_cast<int>(rotary_dim / 2);
   const kernels::pair_range range{0, half, half, pairing, prefetch_rows(rows, 2 * half)};
-  kernels::active_kernels<T>().hf_rotate(rows, range, cos, sin, rotary_dim);
+  kernels::hf_rotate_table<T>(kernels::active_isa())(rows, range, cos, sin, rotary_dim);
 }
 
 // Largest rotary_dim of the interleaved variant, which holds a head's rotated pairs whole.

@@ -5,8 +5,8 @@
 // benchmarks all read these rows; none of them lists ISAs itself.
 //
 // Adding an ISA (SVE, AVX10, ...): its ops file under kernels/ (structs f32 and f64, then the
-// includes of exact_cos_sin.inl, rotate_token.inl and hf_rotate_half.inl), one enumerator in `isa`, one
-// detection function and one row below.
+// includes of exact_cos_sin.inl, rotate_token.inl and hf_rotate_half.inl), one enumerator in `isa`,
+// one detection function, one row below and its case in kernel_table and hf_rotate_table.
 #pragma once
 #ifndef ROPEX_INSIDE
 #error "ropex/kernels/registry.hpp is private; include <ropex/ropex.hpp>"
@@ -53,18 +53,12 @@ struct kernel_set {
   void (*cos_sin_combine)(const double*, const double*, const double*, const double*, int, double, float*, float*);
   void (*to_float)(const T*, float*, std::size_t);
   void (*from_float)(const float*, T*, std::size_t);
-  // Hugging Face parity (scalar::hf_rotate_rows): null for the types that mode does not take.
-  void (*hf_rotate)(const token_rows<T>&, const pair_range&, const T*, const T*, std::int64_t);
 };
 
-// A family's entry points for every storage type.
-struct kernel_sets {
-  kernel_set<float> f32;
-  kernel_set<float16> f16;
-  kernel_set<bfloat16> bf16;
-  kernel_set<std::int8_t> i8;   // int8 codes rotated as numbers (quantized cache shift)
-  kernel_set<float8_e4m3> fp8;  // FP8 E4M3 codes rotated as numbers (quantized cache shift)
-};
+// A family's Hugging Face parity rotation for T = float, float16, bfloat16 (same contract as
+// scalar::hf_rotate_rows).
+template <class T>
+using hf_rotate_kernel = void (*)(const token_rows<T>&, const pair_range&, const T*, const T*, std::int64_t);
 
 namespace detail {
 #if ROPEX_KERNELS_X86
@@ -119,86 +113,100 @@ inline bool has_avx512_bf16() {
 #endif
 }
 
+// The tables: one kernel_set per family and storage type, built at the first call that needs it.
+// They are templates, so a program instantiates the kernels of the storage types it uses only
+// (float alone is a fifth of them), and the parity rotation only where hf_parity.hpp calls it.
+//
+// Where they are compiled (README, "Compile time"): by default wherever they are used. With
+// ROPEX_SEPARATE_KERNELS they are only declared, and compiled once, for every type, in the
+// translation unit that also defines ROPEX_DEFINE_KERNELS: instantiating the kernels is most of
+// what including ropex costs the compiler.
+template <class T>
+const kernel_set<T>& kernel_table(isa family);
+template <class T>
+hf_rotate_kernel<T> hf_rotate_table(isa family);
+
+#if !defined(ROPEX_SEPARATE_KERNELS) || defined(ROPEX_DEFINE_KERNELS)
 namespace detail {
-// kernel_set<T>::hf_rotate from pick(T*), which names a family's hf_rotate_rows<T>: only for the
-// types of the parity mode (float, float16, bfloat16), so no other type instantiates it.
-template <class T, class Pick>
-auto hf_rotate_entry(Pick pick) -> decltype(kernel_set<T>::hf_rotate) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
-    return pick(static_cast<T*>(nullptr));
-  else
-    return nullptr;
-}
+// One family's entry points for T, from the namespace that holds its kernels.
+#define ROPEX_KERNEL_SET(family, ns) \
+  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, \
+                  &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T> }
 
-// The kernel sets of the namespace that holds one family's kernels.
-#define ROPEX_KERNEL_SET(family, ns, T) \
-  kernel_set<T> { family, &ns::rotate_token<T>, &ns::rotate_rows<T>, &ns::rotate_rows<T>, &ns::cos_sin_seed, &ns::cos_sin_combine, &ns::to_float<T>, &ns::from_float<T>, \
-                  hf_rotate_entry<T>([](auto* type) { return &ns::hf_rotate_rows<std::remove_pointer_t<decltype(type)>>; }) }
-#define ROPEX_KERNEL_SETS(family, ns) \
-  { ROPEX_KERNEL_SET(family, ns, float), ROPEX_KERNEL_SET(family, ns, float16), ROPEX_KERNEL_SET(family, ns, bfloat16), \
-    ROPEX_KERNEL_SET(family, ns, std::int8_t), ROPEX_KERNEL_SET(family, ns, float8_e4m3) }
-
-// Where the tables are compiled (README, "Compile time"). By default in every translation unit,
-// as inline functions. With ROPEX_SEPARATE_KERNELS they are only declared, and compiled once, in
-// the translation unit that also defines ROPEX_DEFINE_KERNELS: instantiating every family's
-// kernels for every storage type is most of what including ropex costs the compiler.
-#if !defined(ROPEX_SEPARATE_KERNELS)
-#define ROPEX_KERNEL_TABLE inline
-#define ROPEX_KERNEL_TABLES_HERE 1
-#elif defined(ROPEX_DEFINE_KERNELS)
-#define ROPEX_KERNEL_TABLE
-#define ROPEX_KERNEL_TABLES_HERE 1
-#else
-#define ROPEX_KERNEL_TABLE
-#define ROPEX_KERNEL_TABLES_HERE 0
-#endif
-
-ROPEX_KERNEL_TABLE const kernel_sets& scalar_kernels();
 #if ROPEX_KERNELS_X86
-ROPEX_KERNEL_TABLE const kernel_sets& avx2_kernels();
-ROPEX_KERNEL_TABLE const kernel_sets& avx512_kernels();
-#endif
-#if ROPEX_KERNELS_NEON
-ROPEX_KERNEL_TABLE const kernel_sets& neon_kernels();
-#endif
-
-#if ROPEX_KERNEL_TABLES_HERE
-ROPEX_KERNEL_TABLE const kernel_sets& scalar_kernels() {
-  static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::scalar, scalar);
-  return sets;
-}
-#if ROPEX_KERNELS_X86
-ROPEX_KERNEL_TABLE const kernel_sets& avx2_kernels() {
-  static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::avx2, avx2);
-  return sets;
-}
-ROPEX_KERNEL_TABLE const kernel_sets& avx512_kernels() {
+template <class T>
+kernel_set<T> avx512_set() {
+  kernel_set<T> set = ROPEX_KERNEL_SET(isa::avx512, avx512);
   // The bfloat16 rotation has a variant for CPUs with AVX512_BF16.
-  static const kernel_sets sets = [] {
-    kernel_sets s = ROPEX_KERNEL_SETS(isa::avx512, avx512);
+  if constexpr (std::is_same_v<T, bfloat16>)
     if (has_avx512_bf16()) {
-      s.bf16.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
-      s.bf16.rotate_stored = &avx512_bf16::rotate_rows<bfloat16>;
-      s.bf16.rotate_combined = &avx512_bf16::rotate_rows<bfloat16>;
-      s.bf16.hf_rotate = &avx512_bf16::hf_rotate_rows<bfloat16>;
+      set.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
+      set.rotate_stored = &avx512_bf16::rotate_rows<bfloat16>;
+      set.rotate_combined = &avx512_bf16::rotate_rows<bfloat16>;
     }
-    return s;
-  }();
-  return sets;
+  return set;
 }
+#endif
+}  // namespace detail
+
+template <class T>
+const kernel_set<T>& kernel_table(isa family) {
+  switch (family) {
+#if ROPEX_KERNELS_X86
+    case isa::avx2: {
+      static const kernel_set<T> set = ROPEX_KERNEL_SET(isa::avx2, avx2);
+      return set;
+    }
+    case isa::avx512: {
+      static const kernel_set<T> set = detail::avx512_set<T>();
+      return set;
+    }
 #endif
 #if ROPEX_KERNELS_NEON
-ROPEX_KERNEL_TABLE const kernel_sets& neon_kernels() {
-  static const kernel_sets sets = ROPEX_KERNEL_SETS(isa::neon, neon);
-  return sets;
-}
+    case isa::neon: {
+      static const kernel_set<T> set = ROPEX_KERNEL_SET(isa::neon, neon);
+      return set;
+    }
 #endif
-#endif  // ROPEX_KERNEL_TABLES_HERE
-#undef ROPEX_KERNEL_SETS
+    default: {
+      static const kernel_set<T> set = ROPEX_KERNEL_SET(isa::scalar, scalar);
+      return set;
+    }
+  }
+}
 #undef ROPEX_KERNEL_SET
-#undef ROPEX_KERNEL_TABLES_HERE
-#undef ROPEX_KERNEL_TABLE
-}  // namespace detail
+
+template <class T>
+hf_rotate_kernel<T> hf_rotate_table(isa family) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>,
+                "the parity rotation takes float, float16 or bfloat16");
+  switch (family) {
+#if ROPEX_KERNELS_X86
+    case isa::avx2: return &avx2::hf_rotate_rows<T>;
+    case isa::avx512:
+      if constexpr (std::is_same_v<T, bfloat16>)
+        if (has_avx512_bf16()) return &avx512_bf16::hf_rotate_rows<bfloat16>;
+      return &avx512::hf_rotate_rows<T>;
+#endif
+#if ROPEX_KERNELS_NEON
+    case isa::neon: return &neon::hf_rotate_rows<T>;
+#endif
+    default: return &scalar::hf_rotate_rows<T>;
+  }
+}
+
+#if defined(ROPEX_SEPARATE_KERNELS)
+// The one translation unit that defines ROPEX_DEFINE_KERNELS compiles every table.
+template const kernel_set<float>& kernel_table<float>(isa);
+template const kernel_set<float16>& kernel_table<float16>(isa);
+template const kernel_set<bfloat16>& kernel_table<bfloat16>(isa);
+template const kernel_set<std::int8_t>& kernel_table<std::int8_t>(isa);
+template const kernel_set<float8_e4m3>& kernel_table<float8_e4m3>(isa);
+template hf_rotate_kernel<float> hf_rotate_table<float>(isa);
+template hf_rotate_kernel<float16> hf_rotate_table<float16>(isa);
+template hf_rotate_kernel<bfloat16> hf_rotate_table<bfloat16>(isa);
+#endif
+#endif
 
 struct isa_row {
   isa id;
@@ -207,25 +215,25 @@ struct isa_row {
   int rank;                   // preference within the family; the portable row is below all
   int attention_level;        // attention/detail/simd_level.hpp: 0 portable, 1 AVX2, 2 AVX-512
   bool (*detect)();           // this CPU and OS can run it (cpuid + xgetbv on x86)
-  const kernel_sets& (*kernels)();  // null when this build does not compile the family
+  bool compiled;              // this build compiles the family
 };
 
 // Every row, in the order of `isa` (row_of indexes by it). Rows of other architectures stay, uncompiled, so
 // that their names are known (a cap naming one is understood, not reported as unknown).
 inline constexpr isa_row isa_rows[] = {
-    {isa::scalar, "scalar", arch_family::portable, 0, 0, &detail::always, &detail::scalar_kernels},
+    {isa::scalar, "scalar", arch_family::portable, 0, 0, &detail::always, true},
 #if ROPEX_KERNELS_X86
-    {isa::avx2, "avx2", arch_family::x86, 1, 1, &detail::detect_avx2, &detail::avx2_kernels},
-    {isa::avx512, "avx512", arch_family::x86, 2, 2, &detail::detect_avx512, &detail::avx512_kernels},
+    {isa::avx2, "avx2", arch_family::x86, 1, 1, &detail::detect_avx2, true},
+    {isa::avx512, "avx512", arch_family::x86, 2, 2, &detail::detect_avx512, true},
 #else
-    {isa::avx2, "avx2", arch_family::x86, 1, 1, &detail::never, nullptr},
-    {isa::avx512, "avx512", arch_family::x86, 2, 2, &detail::never, nullptr},
+    {isa::avx2, "avx2", arch_family::x86, 1, 1, &detail::never, false},
+    {isa::avx512, "avx512", arch_family::x86, 2, 2, &detail::never, false},
 #endif
 #if ROPEX_KERNELS_NEON
     // Advanced SIMD is part of the aarch64 baseline: nothing to detect.
-    {isa::neon, "neon", arch_family::arm, 1, 0, &detail::always, &detail::neon_kernels},
+    {isa::neon, "neon", arch_family::arm, 1, 0, &detail::always, true},
 #else
-    {isa::neon, "neon", arch_family::arm, 1, 0, &detail::never, nullptr},
+    {isa::neon, "neon", arch_family::arm, 1, 0, &detail::never, false},
 #endif
 };
 
@@ -249,7 +257,7 @@ inline const char* isa_name(isa i) { return row_of(i).name; }
 inline bool isa_available(isa i) {
   static const std::array<bool, isa_count> available = [] {
     std::array<bool, isa_count> a{};
-    for (std::size_t k = 0; k < isa_count; ++k) a[k] = isa_rows[k].kernels != nullptr && isa_rows[k].detect();
+    for (std::size_t k = 0; k < isa_count; ++k) a[k] = isa_rows[k].compiled && isa_rows[k].detect();
     return a;
   }();
   return available[static_cast<std::size_t>(i)];
@@ -258,13 +266,7 @@ inline bool isa_available(isa i) {
 // The entry points of family i for T (i must be available).
 template <class T>
 const kernel_set<T>& kernels_for(isa i) {
-  const isa_row& r = row_of(i);
-  const kernel_sets& sets = r.kernels != nullptr ? r.kernels() : detail::scalar_kernels();
-  if constexpr (std::is_same_v<T, float>) return sets.f32;
-  else if constexpr (std::is_same_v<T, float16>) return sets.f16;
-  else if constexpr (std::is_same_v<T, std::int8_t>) return sets.i8;
-  else if constexpr (std::is_same_v<T, float8_e4m3>) return sets.fp8;
-  else return sets.bf16;
+  return kernel_table<T>(i);
 }
 
 }  // namespace kernels
