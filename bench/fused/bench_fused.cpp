@@ -14,6 +14,7 @@
 //                             x *= a over the cache's bytes. Compare int8 / fp8 with fp16-tensor,
 //                             rope.shift of a contiguous fp16 tensor of 64 MiB (slots_per_second).
 // Counters as bench/roofline.hpp: ratio = median of roofline time / operation time per iteration.
+#include <algorithm>
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -56,7 +57,10 @@ void norm_rope_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
   aligned_buffer<float> q(q_n), k(k_n), weights(2 * kHeadDim);
   fill(q.data(), q_n, 1);
   fill(k.data(), k_n, 2);
-  fill(weights.data(), 2 * kHeadDim, 3);
+  // Weights of one, read from memory like real ones: the benchmark normalises the same rows again
+  // and again, and unequal weights would shrink the smaller channels by their ratio every pass
+  // until they are subnormal (then every multiply takes a microcode assist: 3x slower rows).
+  std::fill(weights.data(), weights.data() + 2 * kHeadDim, 1.0f);
   const ropex::rms_norm q_norm{weights.data()}, k_norm{weights.data() + kHeadDim};
   const auto positions = positions_for(tokens);
   const auto qv = ropex::contiguous_view(q.data(), tokens, kQHeads, kHeadDim);
