@@ -220,8 +220,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"), flatten)) 
 #undef ROPEX_CODEC_AVX512
 #endif
 
+// float16 / bfloat16 rows through the active kernel family's conversions (the bits of
+// encode / decode: an unquantized cache has no scale).
+template <class C>
+void encode_row_kernel(const float* from, C* to, int n, float) {
+  kernels::active_kernels<C>().from_float(from, to, static_cast<std::size_t>(n));
+}
+template <class C>
+void decode_row_kernel(const C* from, float* to, int n, float) {
+  kernels::active_kernels<C>().to_float(from, to, static_cast<std::size_t>(n));
+}
+
 // The codec of cache element type C for the active kernel family: vector loops for the quantized
-// types, a copy for float, the element conversions for float16 and bfloat16.
+// types, a copy for float, the kernels' conversions for float16 and bfloat16.
 template <class C>
 row_codec<C> active_row_codec() {
   if constexpr (is_quantized_v<C>) {
@@ -237,6 +248,8 @@ row_codec<C> active_row_codec() {
 #endif
   }
   if constexpr (std::is_same_v<C, float>) return {copy_row, copy_row};
+  if constexpr (std::is_same_v<C, float16> || std::is_same_v<C, bfloat16>)
+    return {encode_row_kernel<C>, decode_row_kernel<C>};
   return {encode_row_scalar<C>, decode_row_scalar<C>};
 }
 
