@@ -82,3 +82,29 @@ TEST_CASE("apply rejects bad sizes, pointers and positions before writing", "[ba
   REQUIRE_NOTHROW(re.apply(static_cast<float*>(nullptr), 0, 2, nullptr));
   REQUIRE_NOTHROW(re.apply(static_cast<float*>(nullptr), 3, 0, p.data()));
 }
+
+TEST_CASE("q and k that share elements are refused before writing; fused qkv slices are not", "[bad-input]") {
+  const rotary_embedding re(rope_config{64}, plain{});
+  // One fused [tokens][q 2 heads | k 1 head | v 1 head] buffer, 3 tokens.
+  const std::int64_t tokens = 3, stride = 4 * 64;
+  std::vector<float> qkv = ropex_test::random_floats(static_cast<std::size_t>(tokens * stride), 3);
+  const std::int64_t p[3] = {0, 1, 2};
+  const tensor_view<float> q{qkv.data(), tokens, 2, stride, 64}, k{qkv.data() + 128, tokens, 1, stride, 64};
+  REQUIRE_NOTHROW(re.apply(q, k, p));
+  REQUIRE_NOTHROW(parallel_apply(re, q, k, p, 2));
+  // k one head to the left: its rows are q's second heads.
+  const tensor_view<float> k_on_q{qkv.data() + 64, tokens, 1, stride, 64};
+  require_rejected(qkv, [&] { re.apply(q, k_on_q, p); }, "k");
+  require_rejected(qkv, [&] { re.apply_inverse(q, k_on_q, p); }, "k");
+  require_rejected(qkv, [&] { parallel_apply(re, q, k_on_q, p, 2); }, "k");
+  REQUIRE_THROWS_WITH(re.apply(q, k_on_q, p), contains_text("rows q[0, 1] and k[0, 0]"));
+  // Half a head off: rows share 32 channels.
+  const tensor_view<float> k_half{qkv.data() + 96, tokens, 1, stride, 64};
+  require_rejected(qkv, [&] { re.apply(q, k_half, p); }, "k");
+  // The same tensor as q and k.
+  require_rejected(qkv, [&] { re.apply(q, q, p); }, "k");
+  // Head-major k inside q's range but between its rows: accepted.
+  std::vector<float> spread = ropex_test::random_floats(static_cast<std::size_t>(2 * tokens * 128), 4);
+  const tensor_view<float> q_spread{spread.data(), tokens, 1, 128, 64}, k_between{spread.data() + 64, tokens, 1, 128, 64};
+  REQUIRE_NOTHROW(re.apply(q_spread, k_between, p));
+}

@@ -15,9 +15,13 @@
 #include "arguments.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "overlap.hpp"
 
 namespace ropex::python {
+
+using detail::overlap_result;
+using detail::row_set;
+using detail::rows_overlap;
+using detail::rows_repeat;
 
 namespace {
 
@@ -63,7 +67,7 @@ std::string row_string(const char* name, const std::array<std::int64_t, max_dims
 
 // q and k must not share an element: it would be rotated twice. Their byte ranges are compared
 // first (disjoint for separate tensors, in O(ndim)); only when those interleave, as for slices of
-// one fused qkv tensor, are the rows themselves searched (overlap.hpp). Both are checked
+// one fused qkv tensor, are the rows themselves searched (ropex/detail/rows_overlap.hpp). Both are checked
 // (check_tensor) and of one element type, so both are aligned to it and their distance is a whole
 // number of elements.
 void check_disjoint(const borrowed_array& q, const borrowed_array& k) {

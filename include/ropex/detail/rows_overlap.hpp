@@ -1,5 +1,6 @@
-// Whether two strided sets of rows share an element: q and k of one call must not, or the shared
-// channels would be rotated twice.
+// Private: whether two strided sets of rows share an element. q and k of one call must not, or the
+// shared channels would be rotated twice; the C++ q + k checks (call_checks.hpp) and the Python
+// module's array checks both ask it.
 //
 // A set is the rows at element offsets {start + sum_d i_d * stride_d : 0 <= i_d < size_d}, each
 // `width` elements long (the contiguous head_dim). Two rows starting at r and s share an element
@@ -16,12 +17,15 @@
 // that share an element (a view made with as_strided whose batch stride is smaller than a
 // batch). The variables are then index differences, and the all-zero difference does not count.
 #pragma once
+#ifndef ROPEX_INSIDE
+#error "ropex/detail/rows_overlap.hpp is private; include <ropex/ropex.hpp>"
+#endif
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-namespace ropex::python {
+namespace ropex::detail {
 
 struct row_set {
   std::int64_t start = 0;  // element offset of row (0, ..., 0)
@@ -83,11 +87,17 @@ struct search {
   // Sorts the variables by stride, largest first, and sums what the smaller ones can reach;
   // returns where each variable (in the order they were added) went.
   std::array<int, capacity> prepare() {
+    // Insertion sort: at most 2 * max_dims entries (and std::sort over a prefix of a small
+    // std::array draws GCC's -Warray-bounds).
     std::array<int, capacity> order{};
-    for (int v = 0; v < count; ++v) order[static_cast<std::size_t>(v)] = v;
-    std::sort(order.begin(), order.begin() + count, [this](int x, int y) {
-      return vars[static_cast<std::size_t>(x)].stride > vars[static_cast<std::size_t>(y)].stride;
-    });
+    for (int v = 0; v < count; ++v) {
+      int at = v;
+      for (; at > 0 && vars[static_cast<std::size_t>(order[static_cast<std::size_t>(at - 1)])].stride <
+                           vars[static_cast<std::size_t>(v)].stride;
+           --at)
+        order[static_cast<std::size_t>(at)] = order[static_cast<std::size_t>(at - 1)];
+      order[static_cast<std::size_t>(at)] = v;
+    }
     std::array<variable, capacity> sorted{};
     std::array<int, capacity> position{};
     for (int v = 0; v < count; ++v) {
@@ -206,4 +216,4 @@ overlap_answer<max_dims> rows_repeat(const row_set& a, std::int64_t width, std::
   return answer;
 }
 
-}  // namespace ropex::python
+}  // namespace ropex::detail
