@@ -415,6 +415,7 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
 // ---- where a batch's tokens take their coefficients from (kernels/rotation_batch.hpp) ----------
 struct stored_source {
   static constexpr bool pipelined = true;
+  static bool read_ahead(const pair_range&) { return true; }
   const stored_angles& angles;
   stored_coefficients at(std::int64_t t) const {
     const std::int64_t r = (angles.rows ? angles.rows[t] : t) * angles.stride;
@@ -423,8 +424,13 @@ struct stored_source {
 };
 
 // The seed of the block last reached, on this call's stack; cos_sin_seed is this family's own.
+// Read a token ahead only where the rows stream from memory (the call prefetches): there the
+// combine's chain of double operations otherwise delays each token's first loads ((a) fly half
+// 0.89 -> 1.02 of the roofline, Zen 5); where the rows sit in L3 its operations compete with the
+// heads' instead ((b) fly half 0.85 -> 0.82 when read ahead).
 struct combined_source {
-  static constexpr bool pipelined = false;
+  static constexpr bool pipelined = true;
+  static bool read_ahead(const pair_range& range) { return range.prefetch; }
   combined_source(const combined_angles& a, int pairs) : angles(a), n(pairs) {}
   const combined_angles& angles;
   int n;
@@ -447,14 +453,15 @@ struct combined_source {
 };
 
 // The batch with block type B: per token, its coefficients once, then every head of each tensor.
-// Stored rows are read a token ahead (pipelined_tokens) when half the register budget holds them;
-// the combined form is not (measured: its double operations then compete with the heads').
+// A token's coefficients are formed a token ahead (pipelined_tokens) when half the register budget
+// holds them and the source says it pays (read_ahead).
 template <class B, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (Source::pipelined) {
     constexpr int half_capacity = held_capacity<B> / 2;
-    if (blocks <= half_capacity) return pipelined_tokens<B, half_capacity>(rows, offset, source, range.half, n, range.prefetch);
+    if (blocks <= half_capacity && Source::read_ahead(range))
+      return pipelined_tokens<B, half_capacity>(rows, offset, source, range.half, n, range.prefetch);
   }
   if (blocks <= held_capacity<B>) {
     for (std::int64_t t = 0; t < rows.tokens; ++t)
