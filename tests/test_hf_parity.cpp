@@ -453,6 +453,38 @@ TEST_CASE("hf parity: rejects bad arguments before writing", "[hf_parity]") {
   for (float v : x) CHECK(v == 1.0f);
 }
 
+// The split products of the SIMD bfloat16 rotation (kernels/hf_rotate_half.inl), as a statement
+// about float arithmetic: for x, k bfloat16 with |k| <= 2^100 and v = x k,
+//   p = fma(-x, k 2^16, fl(x k (2^16 + 1)))
+// is R(v) when 2^-126 <= |v| and fl(x k (2^16 + 1)) is finite, below 2^-125 in magnitude when
+// |v| < 2^-126, +0 when v = 0, and not finite when fl(...) is not. Every bfloat16 x against every
+// significand and sign of k at exponents across the range (subnormal k included).
+TEST_CASE("hf parity: bfloat16 split products round as the bits do", "[hf_parity]") {
+  const auto value = [](std::uint32_t code) { return static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(code))); };
+  std::size_t checked = 0, wrong = 0;
+  for (std::uint32_t exponent : {0u, 1u, 2u, 40u, 100u, 126u, 127u, 128u, 160u, 200u, 226u, 227u})
+    for (std::uint32_t low = 0; low < 256; ++low) {
+      const std::uint32_t k_code = ((low & 0x80u) << 8) | (exponent << 7) | (low & 0x7fu);
+      const float k = value(k_code), kq = k * 65536.0f, kq1 = k * 65537.0f;
+      for (std::uint32_t x_code = 0; x_code < 65536; ++x_code) {
+        const float x = value(x_code);
+        if (!std::isfinite(x)) continue;
+        const float gamma = x * kq1;
+        const float p = std::fma(-x, kq, gamma);
+        const double v = static_cast<double>(x) * static_cast<double>(k);
+        bool ok;
+        if (v == 0) ok = bits_of(p) == 0u;
+        else if (std::fabs(v) < 0x1p-126) ok = std::fabs(p) < 0x1p-125f;
+        else if (!std::isfinite(gamma)) ok = !std::isfinite(p);
+        else ok = bits_of(p) == bits_of(static_cast<float>(bfloat16(static_cast<float>(v))));
+        ++checked;
+        wrong += !ok;
+      }
+    }
+  INFO(checked << " products checked");
+  CHECK(wrong == 0);
+}
+
 #if ROPEX_KERNELS_X86
 // On a CPU with AVX512_BF16 the avx512 family's bfloat16 entry is avx512_bf16's, so the family
 // tests above never reach the integer rounding that CPUs without it (Skylake-X, Ice Lake) run:
@@ -490,4 +522,67 @@ TEST_CASE("hf parity: both AVX-512 bfloat16 roundings equal the scalar reference
       CHECK(differing == 0);
     }
 }
+// Every bfloat16 code as an input of each SIMD family's bfloat16 rotation (x86), called directly
+// against the scalar reference: coefficients of every class (signed zeros, subnormals, the
+// limits of the split products, infinities, NaN) in every combination over the channels, so ties,
+// subnormal and overflowing products, and NaN and infinity pass-through are all among them.
+TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_parity]") {
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80, 0x3f01, 0xbeff, 0x1f80,
+                                    0x5f80, 0x7180, 0xf200, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffa0, 0x3c23, 0xc2b7};
+  constexpr int count = sizeof specials / sizeof specials[0];
+  constexpr int r = 256, half = r / 2, heads = 65536 / half, tokens = 48;
+  std::vector<bfloat16> x(static_cast<std::size_t>(tokens) * heads * r);
+  std::vector<bfloat16> cos(static_cast<std::size_t>(tokens) * r), sin(cos.size());
+  std::mt19937_64 g(7);
+  for (int t = 0; t < tokens; ++t) {
+    // Every code once as a first value of a pair and once as a second, paired differently per token.
+    const std::uint32_t stride = 2 * static_cast<std::uint32_t>(t) + 1, offset = static_cast<std::uint32_t>(g());
+    for (std::uint32_t i = 0; i < 65536; ++i) {
+      const std::size_t head = i / half, channel = i % half, at = (static_cast<std::size_t>(t) * heads + head) * r + channel;
+      x[at] = bfloat16::from_bits(static_cast<std::uint16_t>(i));
+      x[at + half] = bfloat16::from_bits(static_cast<std::uint16_t>(i * stride + offset));
+    }
+    for (int i = 0; i < r; ++i) {
+      const std::size_t at = static_cast<std::size_t>(t) * r + static_cast<std::size_t>(i);
+      cos[at] = bfloat16::from_bits(specials[(i + t) % count]);
+      sin[at] = bfloat16::from_bits(specials[(i / count + 3 * t) % count]);
+    }
+    // Some tokens with ordinary coefficients only (the split products' path for the whole token).
+    if (t % 4 == 3)
+      for (int i = 0; i < r; ++i) {
+        const std::size_t at = static_cast<std::size_t>(t) * r + static_cast<std::size_t>(i);
+        cos[at] = bfloat16(std::cos(0.37f * static_cast<float>(i + t)));
+        sin[at] = bfloat16(std::sin(0.37f * static_cast<float>(i + t)));
+      }
+  }
+  using kernel = void (*)(const kernels::token_rows<bfloat16>&, const kernels::pair_range&, const bfloat16*,
+                          const bfloat16*, std::int64_t);
+  std::vector<std::pair<const char*, kernel>> families;
+  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<bfloat16>);
+  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<bfloat16>);
+  if (kernels::has_avx512_bf16()) families.emplace_back("avx512_bf16", &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
+  for (layout pairing : {layout::half, layout::interleaved}) {
+    const kernels::pair_range range{0, half, half, pairing, false};
+    const auto rotate = [&](std::vector<bfloat16>& y, kernel k) {
+      const tensor_view<bfloat16> view{y.data(), tokens, heads, std::int64_t{heads} * r, r};
+      k(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{r});
+    };
+    std::vector<bfloat16> expected = x;
+    rotate(expected, &kernels::scalar::hf_rotate_rows<bfloat16>);
+    for (const auto& [name, k] : families) {
+      std::vector<bfloat16> y = x;
+      rotate(y, k);
+      std::size_t differing = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        // Where two NaNs meet in one sum, which payload survives is the operand order the compiler
+        // chose for the scalar reference: NaN outputs are held to being NaN, all others to their bits.
+        const bool both_nan = std::isnan(static_cast<float>(y[i])) && std::isnan(static_cast<float>(expected[i]));
+        differing += !both_nan && bits_of(y[i]) != bits_of(expected[i]);
+      }
+      INFO(name << (pairing == layout::interleaved ? ", interleaved" : ", half"));
+      CHECK(differing == 0);
+    }
+  }
+}
+
 #endif

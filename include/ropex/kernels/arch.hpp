@@ -31,6 +31,12 @@
 #else
 #define ROPEX_ALWAYS_INLINE inline
 #endif
+// The same for a lambda (after its parameter list).
+#if defined(__GNUC__) || defined(__clang__)
+#define ROPEX_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define ROPEX_ALWAYS_INLINE_LAMBDA
+#endif
 
 #if ROPEX_KERNELS_X86
 #include <immintrin.h>

@@ -247,6 +247,25 @@ struct f32 {
     else if constexpr (std::is_same_v<T, float16>) return _mm256_cvtph_ps(half_bits(v));
     else return _mm256_castsi256_ps(_mm256_and_si256(bf16_rounded_lane(v), _mm256_set1_epi32(-65536)));
   }
+  static vec set1(float v) { return _mm256_set1_ps(v); }
+  static constexpr bool hf_split_products = true;
+  static vec fnma(vec a, vec b, vec c) { return _mm256_fnmadd_ps(a, b, c); }
+  // Magnitudes as integers (below 2^31, so the signed compares order them): a NaN is above
+  // every limit, and a lane is normal when its magnitude lies in [FLT_MIN, FLT_MAX].
+  static __m256i magnitude_bits(vec v) { return _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff)); }
+  static bool any_not_normal(vec v, vec w) {
+    const __m256i low = _mm256_set1_epi32(0x00800000 - 1), high = _mm256_set1_epi32(0x7f7fffff);
+    const __m256i mv = magnitude_bits(v), mw = magnitude_bits(w);
+    const __m256i outside = _mm256_or_si256(
+        _mm256_or_si256(_mm256_cmpgt_epi32(low, mv), _mm256_cmpgt_epi32(mv, high)),
+        _mm256_or_si256(_mm256_cmpgt_epi32(low, mw), _mm256_cmpgt_epi32(mw, high)));
+    return !_mm256_testz_si256(outside, outside);
+  }
+  static bool any_beyond(vec v, vec w, vec limit) {
+    const __m256i m = _mm256_max_epi32(magnitude_bits(v), magnitude_bits(w));
+    const __m256i beyond = _mm256_cmpgt_epi32(m, _mm256_castps_si256(limit));
+    return !_mm256_testz_si256(beyond, beyond);
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"

@@ -281,6 +281,20 @@ struct f32 {
     else if constexpr (std::is_same_v<T, float16>) return _mm512_cvtph_ps(half_bits(v));
     else return _mm512_castsi512_ps(_mm512_and_si512(bf16_rounded_lane_not_nan(v), _mm512_set1_epi32(-65536)));
   }
+  static vec set1(float v) { return _mm512_set1_ps(v); }
+  static constexpr bool hf_split_products = true;
+  static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
+  // vfpclassps 0xBF: NaN, zero, infinity or subnormal (every class but normal and negative).
+  static bool any_not_normal(vec v, vec w) {
+    return !_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v, 0xBF), _mm512_fpclass_ps_mask(w, 0xBF));
+  }
+  // Magnitudes as unsigned integers: a NaN is above every limit.
+  static bool any_beyond(vec v, vec w, vec limit) {
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v), magnitude),
+                                       _mm512_and_si512(_mm512_castps_si512(w), magnitude));
+    return _mm512_cmpgt_epu32_mask(m, _mm512_castps_si512(limit)) != 0;
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"

@@ -52,30 +52,106 @@ struct hf_rows_source {
   }
 };
 
+// Split products (f32::hf_split_products, T = bfloat16): R(x k) in two float operations instead
+// of a rounding on the bits (docs/formulas.md, section 5, has the proof):
+//   R(x k) = fma(-x, k 2^16, fl(x k (2^16 + 1)))      for 2^-126 <= |x k|, fl(...) finite
+// x k (two bfloat16) and k (2^16 + 1) are exact in float; the float rounding of x k 2^16 + x k
+// rounds x k to bfloat16's quantum, ties to even, and the fma removes the exact x k 2^16. It gives
+// +0 where R gives -0. A vector of pairs whose outputs are all normal and at least 2^-96 in
+// magnitude has every bit right (a product below 2^-126 can then not have changed them); any other
+// is computed again with every product rounded on its bits (rounded), as is a token with a
+// coefficient beyond 2^100. The tests check the formula for every bfloat16 x against k across the
+// range, and every bfloat16 code through each family's rotation.
+//
 // The rotation type (rotate_token.inl's `exact_rotation` has the contract) of HF's arithmetic:
-// c, s serve the first outputs, c2, s2 the second.
-template <class T>
+// c, s serve the first outputs, c2, s2 the second; with split products they hold k 2^16 and the
+// scaled members k (2^16 + 1), read from memory operands where registers run out (so registers
+// stays 4). Ops is f32, a parameter so that families without the split ops compile this.
+template <class T, class Ops = f32>
 struct hf_rotation {
+  static constexpr bool split = Ops::hf_split_products && std::is_same_v<T, bfloat16>;
+  static constexpr float q = 65536.0f;
   static constexpr int registers = 4;
-  f32::vec c, s, c2, s2;
+  typename Ops::vec c, s, c2, s2;
+  typename Ops::vec cq, sq, c2q, s2q;  // split products only
+  bool round_trip;  // every product rounded on its own (c.. then hold k)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
-    const auto at = [n](const T* p) { return n >= f32::lanes ? f32::load(p) : f32::load(p, n); };
-    return {at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i)};
+    const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
+    const typename Ops::vec zero = Ops::zero();
+    hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
+                  zero, zero, zero, zero, !split};
+    if constexpr (split) {
+      // Below 2^100, k 2^16 and k (2^16 + 1) are finite (a NaN is beyond every limit).
+      const typename Ops::vec limit = Ops::set1(0x1p100f);
+      r.round_trip = Ops::any_beyond(r.c, r.s, limit) || Ops::any_beyond(r.c2, r.s2, limit);
+      if (r.round_trip) return r;
+      const typename Ops::vec scale = Ops::set1(q), scale_plus_one = Ops::set1(q + 1.0f);
+      r.cq = Ops::mul(r.c, scale_plus_one);
+      r.sq = Ops::mul(r.s, scale_plus_one);
+      r.c2q = Ops::mul(r.c2, scale_plus_one);
+      r.s2q = Ops::mul(r.s2, scale_plus_one);
+      r.c = Ops::mul(r.c, scale);
+      r.s = Ops::mul(r.s, scale);
+      r.c2 = Ops::mul(r.c2, scale);
+      r.s2 = Ops::mul(r.s2, scale);
+    }
+    return r;
+  }
+  // R(x k) by split products; kq = k 2^16, kq1 = k (2^16 + 1).
+  ROPEX_ALWAYS_INLINE static typename Ops::vec product(typename Ops::vec x, typename Ops::vec kq,
+                                                       typename Ops::vec kq1) {
+    return Ops::fnma(x, kq, Ops::mul(x, kq1));
   }
   // The outer R is the store's rounding to T.
-  ROPEX_ALWAYS_INLINE void apply(f32::vec& a, f32::vec& b) const {
-    const f32::vec first = f32::sub(f32::round_to<T>(f32::mul(a, c)), f32::round_to<T>(f32::mul(b, s)));
-    b = f32::add(f32::round_to<T>(f32::mul(b, c2)), f32::round_to<T>(f32::mul(a, s2)));
+  ROPEX_ALWAYS_INLINE void apply(typename Ops::vec& a, typename Ops::vec& b) const {
+    if constexpr (split) {
+      if (__builtin_expect(!round_trip, 1)) {
+        const typename Ops::vec first = Ops::sub(product(a, c, cq), product(b, s, sq));
+        const typename Ops::vec second = Ops::add(product(b, c2, c2q), product(a, s2, s2q));
+        const typename Ops::vec down = Ops::set1(0x1p-30f);  // below 2^-96 -> below 2^-126
+        if (__builtin_expect(!Ops::any_not_normal(Ops::mul(first, down), Ops::mul(second, down)), 1)) {
+          a = first;
+          b = second;
+          return;
+        }
+      }
+      rounded(a, b, unscaled());
+    } else {
+      rounded(a, b, *this);
+    }
+  }
+  // Every product rounded to T and widened back (Ops::round_to).
+  ROPEX_ALWAYS_INLINE static void rounded(typename Ops::vec& a, typename Ops::vec& b, const hf_rotation& k) {
+    const typename Ops::vec first =
+        Ops::sub(Ops::template round_to<T>(Ops::mul(a, k.c)), Ops::template round_to<T>(Ops::mul(b, k.s)));
+    b = Ops::add(Ops::template round_to<T>(Ops::mul(b, k.c2)), Ops::template round_to<T>(Ops::mul(a, k.s2)));
     a = first;
   }
+  // The coefficients as the round trip reads them (bfloat16's k q scaled back: exact).
+  ROPEX_ALWAYS_INLINE hf_rotation unscaled() const {
+    if (round_trip) {
+      hf_rotation k = *this;
+      k.round_trip = true;
+      return k;
+    }
+    const typename Ops::vec unscale = Ops::set1(1.0f / q);
+    return {Ops::mul(c, unscale), Ops::mul(s, unscale), Ops::mul(c2, unscale), Ops::mul(s2, unscale), cq, sq, c2q, s2q,
+            true};
+  }
+  // Both halves in one form: the round trip's if either needs it.
   template <class O>
   ROPEX_ALWAYS_INLINE static hf_rotation even(const hf_rotation& lo, const hf_rotation& hi) {
-    return {O::even_lanes(lo.c, hi.c), O::even_lanes(lo.s, hi.s), O::even_lanes(lo.c2, hi.c2),
-            O::even_lanes(lo.s2, hi.s2)};
+    if (lo.round_trip != hi.round_trip) return even<O>(lo.unscaled(), hi.unscaled());
+    return {O::even_lanes(lo.c, hi.c),     O::even_lanes(lo.s, hi.s),     O::even_lanes(lo.c2, hi.c2),
+            O::even_lanes(lo.s2, hi.s2),   O::even_lanes(lo.cq, hi.cq),   O::even_lanes(lo.sq, hi.sq),
+            O::even_lanes(lo.c2q, hi.c2q), O::even_lanes(lo.s2q, hi.s2q), lo.round_trip};
   }
   template <class O>
   ROPEX_ALWAYS_INLINE static hf_rotation odd(const hf_rotation& lo, const hf_rotation& hi) {
-    return {O::odd_lanes(lo.c, hi.c), O::odd_lanes(lo.s, hi.s), O::odd_lanes(lo.c2, hi.c2), O::odd_lanes(lo.s2, hi.s2)};
+    if (lo.round_trip != hi.round_trip) return odd<O>(lo.unscaled(), hi.unscaled());
+    return {O::odd_lanes(lo.c, hi.c),     O::odd_lanes(lo.s, hi.s),     O::odd_lanes(lo.c2, hi.c2),
+            O::odd_lanes(lo.s2, hi.s2),   O::odd_lanes(lo.cq, hi.cq),   O::odd_lanes(lo.sq, hi.sq),
+            O::odd_lanes(lo.c2q, hi.c2q), O::odd_lanes(lo.s2q, hi.s2q), lo.round_trip};
   }
 };
 
@@ -228,16 +304,16 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
   typename B::input x[capacity];
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     const hf_rows<T> from = source.at(t);
-    each_block<B, capacity>(whole, tail, [&](auto b, int m) { k[b] = B::load_coefficients(from, b * B::pairs, m); });
+    each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { k[b] = B::load_coefficients(from, b * B::pairs, m); });
     for (int v = 0; v < rows.count; ++v) {
       T* row = rows.row(v, t);
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = row + h * stride;
         if (prefetch) B::prefetch(head, half, n);
-        each_block<B, capacity>(whole, tail, [&](auto b, int m) { x[b] = B::read(head + b * B::values, half, m); });
+        each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { x[b] = B::read(head + b * B::values, half, m); });
         each_block<B, capacity>(whole, tail,
-                                [&](auto b, int m) { B::write(head + b * B::pairs, half, k[b], x[b], m); });
+                                [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { B::write(head + b * B::pairs, half, k[b], x[b], m); });
       }
     }
   }
