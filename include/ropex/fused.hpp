@@ -182,17 +182,6 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
   positions.validate(rope, q.tokens);
 }
 
-// Every (token, head) row of `from` normalised into the same row of `to` (float; the same view
-// for float rows normalised in place).
-template <class T>
-void normalize_rows(normalize_row_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
-                    const rms_norm& norm) {
-  for (std::int64_t t = 0; t < from.tokens; ++t)
-    for (std::int64_t h = 0; h < from.heads; ++h)
-      normalize_row(kernel, from.data + t * from.token_stride + h * from.head_stride,
-                    to.data + t * to.token_stride + h * to.head_stride, d, norm);
-}
-
 template <class T>
 void store_rows(const tensor_view<float>& from, const tensor_view<T>& to, int d) {
   for (std::int64_t t = 0; t < from.tokens; ++t)
@@ -211,15 +200,17 @@ template <class T, class Positions>
 void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                     const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {
   const int d = rope.config().head_dim;
-  const normalize_row_fn kernel = active_normalize_row();
+  const normalize_rows_fn kernel = active_normalize_rows();
   const std::int64_t token_elements = std::max<std::int64_t>(1, (q.heads + k.heads) * d);
   if constexpr (std::is_same_v<T, float>) {
+    // The norm is the first touch of a block's rows: it prefetches them when they stream from memory.
+    const bool prefetch = kernels::worth_prefetching(double(q.tokens) * double(token_elements) * sizeof(float));
     const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / token_elements);
     for (std::int64_t t = 0; t < q.tokens; t += step) {
       const std::int64_t n = std::min(step, q.tokens - t);
       const tensor_view<float> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
-      normalize_rows(kernel, q_block, q_block, d, q_norm);
-      normalize_rows(kernel, k_block, k_block, d, k_norm);
+      normalize_rows(kernel, q_block, q_block, d, q_norm, prefetch);
+      normalize_rows(kernel, k_block, k_block, d, k_norm, prefetch);
       positions.apply(rope, q_block, k_block, t);
     }
   } else {
@@ -231,8 +222,8 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
         const tensor_view<T> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
         const tensor_view<float> q_float = contiguous_view(scratch, n, q.heads, d);
         const tensor_view<float> k_float = contiguous_view(scratch + n * q.heads * d, n, k.heads, d);
-        normalize_rows(kernel, q_block, q_float, d, q_norm);
-        normalize_rows(kernel, k_block, k_float, d, k_norm);
+        normalize_rows(kernel, q_block, q_float, d, q_norm, false);
+        normalize_rows(kernel, k_block, k_float, d, k_norm, false);
         positions.apply(rope, q_float, k_float, t);
         store_rows(q_float, q_block, d);
         store_rows(k_float, k_block, d);
@@ -243,7 +234,7 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
     const auto through_scratch = [&](const tensor_view<T>& x, const rms_norm& norm) {
       for_each_block(x, d, fused_scratch_floats, [&](const tensor_view<T>& block, std::int64_t first_token, std::int64_t) {
         const tensor_view<float> rows = contiguous_view(scratch, block.tokens, block.heads, d);
-        normalize_rows(kernel, block, rows, d, norm);
+        normalize_rows(kernel, block, rows, d, norm, false);
         positions.apply(rope, rows, first_token);
         store_rows(rows, block, d);
       });
