@@ -134,8 +134,8 @@ struct multi_axis_positions {
   }
 };
 
-// One row of T stored into cache elements C: copied when C is T, widened to float in pieces when
-// T is 16-bit and C is not.
+// One row of T stored into cache elements C: copied when C is T, widened to float in pieces (by the
+// active family's exact conversion) when T is 16-bit and C is not.
 template <class T, class C>
 void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float scale) {
   if constexpr (std::is_same_v<T, C>) {
@@ -144,9 +144,10 @@ void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float sca
     codec.encode(from, to, n, scale);
   } else {
     alignas(64) float piece[256];
+    const auto widen = kernels::active_kernels<T>().to_float;
     for (int i = 0; i < n; i += 256) {
       const int m = std::min(256, n - i);
-      for (int j = 0; j < m; ++j) piece[j] = load(from[i + j]);
+      widen(from + i, piece, static_cast<std::size_t>(m));
       codec.encode(piece, to + i, m, scale);
     }
   }
@@ -182,14 +183,14 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
   positions.validate(rope, q.tokens);
 }
 
+// Float rows rounded to T by the active family's conversion (the bits of store<T>).
 template <class T>
 void store_rows(const tensor_view<float>& from, const tensor_view<T>& to, int d) {
+  const auto narrow = kernels::active_kernels<T>().from_float;
   for (std::int64_t t = 0; t < from.tokens; ++t)
-    for (std::int64_t h = 0; h < from.heads; ++h) {
-      const float* row = from.data + t * from.token_stride + h * from.head_stride;
-      T* out = to.data + t * to.token_stride + h * to.head_stride;
-      for (int i = 0; i < d; ++i) out[i] = store<T>(row[i]);
-    }
+    for (std::int64_t h = 0; h < from.heads; ++h)
+      narrow(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
+             static_cast<std::size_t>(d));
 }
 
 // RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows

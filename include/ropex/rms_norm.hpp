@@ -45,12 +45,11 @@ template <class T>
 void normalize_rows(normalize_rows_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
                     const rms_norm& norm, bool prefetch) {
   if constexpr (!std::is_same_v<T, float>) {
+    const auto widen = kernels::active_kernels<T>().to_float;  // the family's exact conversion
     for (std::int64_t t = 0; t < from.tokens; ++t)
-      for (std::int64_t h = 0; h < from.heads; ++h) {
-        const T* row = from.data + t * from.token_stride + h * from.head_stride;
-        float* out = to.data + t * to.token_stride + h * to.head_stride;
-        for (int i = 0; i < d; ++i) out[i] = load(row[i]);
-      }
+      for (std::int64_t h = 0; h < from.heads; ++h)
+        widen(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
+              static_cast<std::size_t>(d));
     normalize_rows(kernel, to, to, d, norm, false);
   } else {
     const float eps = static_cast<float>(norm.eps);
@@ -83,13 +82,15 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
     const bool prefetch = kernels::worth_prefetching(double(x.tokens) * double(x.heads) * head_dim * sizeof(float));
     detail::normalize_rows(kernel, x, x, head_dim, norm, prefetch);
   } else {
+    // Rounded back by the family's conversion (the bits of detail::store<T>).
+    const auto narrow = kernels::active_kernels<T>().from_float;
     float row[detail::max_norm_dim];
     for (std::int64_t t = 0; t < x.tokens; ++t)
       for (std::int64_t h = 0; h < x.heads; ++h) {
         T* p = x.data + t * x.token_stride + h * x.head_stride;
         detail::normalize_rows(kernel, tensor_view<T>{p, 1, 1, 0, 0}, tensor_view<float>{row, 1, 1, 0, 0}, head_dim,
                                norm, false);
-        for (int i = 0; i < head_dim; ++i) p[i] = detail::store<T>(row[i]);
+        narrow(row, p, static_cast<std::size_t>(head_dim));
       }
   }
 }
