@@ -30,9 +30,9 @@ using normalize_rows_fn = void (*)(const float* x, std::int64_t x_stride, float*
                                    std::int64_t rows, int head_dim, float eps, const float* weight, bool unit_offset,
                                    bool prefetch);
 
-// 8 KiB: the sum of squares spends two operations per 64 bytes, so the misses of a stream need a
-// longer lead than the rotation's 4 KiB (measured on AMD Zen 5: 4 KiB left norm_rope's prefill at
-// ~0.70 of the roofline, 8 KiB ~0.75; 2 KiB 0.70).
+// 8 KiB: the sum of squares spends about two operations per 64 bytes, so the misses of a stream
+// need a longer lead than the rotation's 4 KiB (a sweep of 2-16 KiB on AMD Zen 5 put 8 KiB first,
+// by a margin close to that machine's run-to-run noise).
 inline constexpr int norm_prefetch_floats = 2048;
 
 // The sum of squares has one order: lane j accumulates channels j, j+16, ..., then the 16 lanes
