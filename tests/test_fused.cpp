@@ -132,6 +132,40 @@ TEST_CASE("every kernel family's RMSNorm agrees with the scalar loop within a ro
   }
 }
 
+TEST_CASE("a run of rows normalised together gives each row the bits of the row alone", "[fused]") {
+  // The kernels take rows four at a time (independent chains, one vector square root): every row
+  // keeps its own order of operations, so any run length, stride, weight form and the prefetching
+  // form give the bits of one row per call.
+  using ropex::kernels::isa;
+  const std::vector<float> w = random_floats(200, 21);
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!ropex::kernels::isa_available(family)) continue;
+    ropex::kernels::forced_isa guard(family);
+    const detail::normalize_rows_fn kernel = detail::active_normalize_rows();
+    for (int d : {16, 72, 128, 200})
+      for (std::int64_t rows = 1; rows <= 9; ++rows)
+        for (int form = 0; form < 4; ++form) {
+          const std::int64_t stride = d + (form & 1) * 16;  // rows back to back, or padded apart
+          const float* weight = form < 2 ? w.data() : nullptr;
+          const bool unit_offset = form == 1 || form == 3;
+          const std::vector<float> x = random_floats(std::size_t(rows * stride), std::uint64_t(100 * d + rows));
+          std::vector<float> alone = x, together = x, in_place = x;
+          for (std::int64_t j = 0; j < rows; ++j)
+            kernel(x.data() + j * stride, stride, alone.data() + j * stride, stride, 1, d, 1e-6f, weight, unit_offset,
+                   false);
+          kernel(x.data(), stride, together.data(), stride, rows, d, 1e-6f, weight, unit_offset, rows % 2 == 0);
+          kernel(in_place.data(), stride, in_place.data(), stride, rows, d, 1e-6f, weight, unit_offset, false);
+          for (std::int64_t j = 0; j < rows; ++j) {
+            const auto row = [&](const std::vector<float>& v) {
+              return std::vector<float>(v.begin() + j * stride, v.begin() + j * stride + d);
+            };
+            REQUIRE(same_bits(row(together), row(alone)));
+            REQUIRE(same_bits(row(in_place), row(alone)));
+          }
+        }
+  }
+}
+
 TEST_CASE("rms_norm_heads reads head_dim off strided views and rejects what it cannot", "[fused]") {
   const int d = 64;
   const std::int64_t tokens = 4, q_heads = 4, kv_heads = 2, row = (q_heads + 2 * kv_heads) * d;

@@ -134,8 +134,8 @@ struct multi_axis_positions {
   }
 };
 
-// One row of T stored into cache elements C: copied when C is T, widened to float in pieces when
-// T is 16-bit and C is not.
+// One row of T stored into cache elements C: copied when C is T, widened to float in pieces (by the
+// active family's exact conversion) when T is 16-bit and C is not.
 template <class T, class C>
 void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float scale) {
   if constexpr (std::is_same_v<T, C>) {
@@ -144,9 +144,10 @@ void store_row(const row_codec<C>& codec, const T* from, C* to, int n, float sca
     codec.encode(from, to, n, scale);
   } else {
     alignas(64) float piece[256];
+    const auto widen = kernels::active_kernels<T>().to_float;
     for (int i = 0; i < n; i += 256) {
       const int m = std::min(256, n - i);
-      for (int j = 0; j < m; ++j) piece[j] = load(from[i + j]);
+      widen(from + i, piece, static_cast<std::size_t>(m));
       codec.encode(piece, to + i, m, scale);
     }
   }
@@ -182,25 +183,14 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
   positions.validate(rope, q.tokens);
 }
 
-// Every (token, head) row of `from` normalised into the same row of `to` (float; the same view
-// for float rows normalised in place).
-template <class T>
-void normalize_rows(normalize_row_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
-                    const rms_norm& norm) {
-  for (std::int64_t t = 0; t < from.tokens; ++t)
-    for (std::int64_t h = 0; h < from.heads; ++h)
-      normalize_row(kernel, from.data + t * from.token_stride + h * from.head_stride,
-                    to.data + t * to.token_stride + h * to.head_stride, d, norm);
-}
-
+// Float rows rounded to T by the active family's conversion (the bits of store<T>).
 template <class T>
 void store_rows(const tensor_view<float>& from, const tensor_view<T>& to, int d) {
+  const auto narrow = kernels::active_kernels<T>().from_float;
   for (std::int64_t t = 0; t < from.tokens; ++t)
-    for (std::int64_t h = 0; h < from.heads; ++h) {
-      const float* row = from.data + t * from.token_stride + h * from.head_stride;
-      T* out = to.data + t * to.token_stride + h * to.head_stride;
-      for (int i = 0; i < d; ++i) out[i] = store<T>(row[i]);
-    }
+    for (std::int64_t h = 0; h < from.heads; ++h)
+      narrow(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
+             static_cast<std::size_t>(d));
 }
 
 // RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows
@@ -211,15 +201,17 @@ template <class T, class Positions>
 void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                     const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {
   const int d = rope.config().head_dim;
-  const normalize_row_fn kernel = active_normalize_row();
+  const normalize_rows_fn kernel = active_normalize_rows();
   const std::int64_t token_elements = std::max<std::int64_t>(1, (q.heads + k.heads) * d);
   if constexpr (std::is_same_v<T, float>) {
+    // The norm is the first touch of a block's rows: it prefetches them when they stream from memory.
+    const bool prefetch = kernels::worth_prefetching(double(q.tokens) * double(token_elements) * sizeof(float));
     const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / token_elements);
     for (std::int64_t t = 0; t < q.tokens; t += step) {
       const std::int64_t n = std::min(step, q.tokens - t);
       const tensor_view<float> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
-      normalize_rows(kernel, q_block, q_block, d, q_norm);
-      normalize_rows(kernel, k_block, k_block, d, k_norm);
+      normalize_rows(kernel, q_block, q_block, d, q_norm, prefetch);
+      normalize_rows(kernel, k_block, k_block, d, k_norm, prefetch);
       positions.apply(rope, q_block, k_block, t);
     }
   } else {
@@ -231,8 +223,8 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
         const tensor_view<T> q_block = sub_view(q, t, n, 0, q.heads), k_block = sub_view(k, t, n, 0, k.heads);
         const tensor_view<float> q_float = contiguous_view(scratch, n, q.heads, d);
         const tensor_view<float> k_float = contiguous_view(scratch + n * q.heads * d, n, k.heads, d);
-        normalize_rows(kernel, q_block, q_float, d, q_norm);
-        normalize_rows(kernel, k_block, k_float, d, k_norm);
+        normalize_rows(kernel, q_block, q_float, d, q_norm, false);
+        normalize_rows(kernel, k_block, k_float, d, k_norm, false);
         positions.apply(rope, q_float, k_float, t);
         store_rows(q_float, q_block, d);
         store_rows(k_float, k_block, d);
@@ -243,7 +235,7 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
     const auto through_scratch = [&](const tensor_view<T>& x, const rms_norm& norm) {
       for_each_block(x, d, fused_scratch_floats, [&](const tensor_view<T>& block, std::int64_t first_token, std::int64_t) {
         const tensor_view<float> rows = contiguous_view(scratch, block.tokens, block.heads, d);
-        normalize_rows(kernel, block, rows, d, norm);
+        normalize_rows(kernel, block, rows, d, norm, false);
         positions.apply(rope, rows, first_token);
         store_rows(rows, block, d);
       });

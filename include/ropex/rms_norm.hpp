@@ -15,6 +15,7 @@
 #include "ropex/config.hpp"
 #include "ropex/detail/check.hpp"
 #include "ropex/detail/norm_kernels.hpp"
+#include "ropex/kernels/prefetch.hpp"
 #include "ropex/types.hpp"
 #include "ropex/view.hpp"
 
@@ -34,16 +35,35 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
     fail(std::string(name) + ".eps", "must be finite and >= 0 (got " + std::to_string(norm.eps) + ")");
 }
 
-// One row normalised into `out` (float) by the family's loop (detail/norm_kernels.hpp); 16-bit
-// rows are widened into `out` first and normalised there (the loop reads a row before writing it).
+// Every (token, head) row of `from` normalised into the same row of `to`, in float: float rows
+// straight from `from` (`to` may be `from` itself: in place), 16-bit rows widened into `to` first
+// and normalised there. The kernel takes a run of rows at a time (more rows in flight), in memory
+// order: a token's heads in a token-major view, a head's tokens in a head-major one, unless that
+// run is shorter than 4 rows and the other is longer.
+// prefetch: the rows stream from memory (the normalize_rows_fn argument).
 template <class T>
-void normalize_row(normalize_row_fn kernel, const T* x, float* out, int head_dim, const rms_norm& norm) {
-  const float eps = static_cast<float>(norm.eps);
-  if constexpr (std::is_same_v<T, float>) {
-    kernel(x, out, head_dim, eps, norm.weight, norm.unit_offset);
+void normalize_rows(normalize_rows_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
+                    const rms_norm& norm, bool prefetch) {
+  if constexpr (!std::is_same_v<T, float>) {
+    const auto widen = kernels::active_kernels<T>().to_float;  // the family's exact conversion
+    for (std::int64_t t = 0; t < from.tokens; ++t)
+      for (std::int64_t h = 0; h < from.heads; ++h)
+        widen(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
+              static_cast<std::size_t>(d));
+    normalize_rows(kernel, to, to, d, norm, false);
   } else {
-    for (int i = 0; i < head_dim; ++i) out[i] = load(x[i]);
-    kernel(out, out, head_dim, eps, norm.weight, norm.unit_offset);
+    const float eps = static_cast<float>(norm.eps);
+    const bool token_major = from.head_stride <= from.token_stride;
+    const std::int64_t inner = token_major ? from.heads : from.tokens, outer = token_major ? from.tokens : from.heads;
+    if (token_major == (inner >= 4 || inner >= outer)) {
+      for (std::int64_t t = 0; t < from.tokens; ++t)
+        kernel(from.data + t * from.token_stride, from.head_stride, to.data + t * to.token_stride, to.head_stride,
+               from.heads, d, eps, norm.weight, norm.unit_offset, prefetch);
+    } else {
+      for (std::int64_t h = 0; h < from.heads; ++h)
+        kernel(from.data + h * from.head_stride, from.token_stride, to.data + h * to.head_stride, to.token_stride,
+               from.tokens, d, eps, norm.weight, norm.unit_offset, prefetch);
+    }
   }
 }
 }  // namespace detail
@@ -56,18 +76,23 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
     detail::fail("head_dim", "must lie in [1, 1024] (got " + std::to_string(head_dim) + ")");
   detail::validate_rms_norm(norm, "norm");
   detail::validate_view(x, head_dim, "x");
-  const detail::normalize_row_fn kernel = detail::active_normalize_row();
-  float row[detail::max_norm_dim];
-  for (std::int64_t t = 0; t < x.tokens; ++t)
-    for (std::int64_t h = 0; h < x.heads; ++h) {
-      T* p = x.data + t * x.token_stride + h * x.head_stride;
-      if constexpr (std::is_same_v<T, float>) {
-        detail::normalize_row(kernel, p, p, head_dim, norm);  // in place: the kernel reads a row before writing it
-      } else {
-        detail::normalize_row(kernel, p, row, head_dim, norm);
-        for (int i = 0; i < head_dim; ++i) p[i] = detail::store<T>(row[i]);
+  const detail::normalize_rows_fn kernel = detail::active_normalize_rows();
+  if constexpr (std::is_same_v<T, float>) {
+    // In place: the kernel reads its rows before writing them.
+    const bool prefetch = kernels::worth_prefetching(double(x.tokens) * double(x.heads) * head_dim * sizeof(float));
+    detail::normalize_rows(kernel, x, x, head_dim, norm, prefetch);
+  } else {
+    // Rounded back by the family's conversion (the bits of detail::store<T>).
+    const auto narrow = kernels::active_kernels<T>().from_float;
+    float row[detail::max_norm_dim];
+    for (std::int64_t t = 0; t < x.tokens; ++t)
+      for (std::int64_t h = 0; h < x.heads; ++h) {
+        T* p = x.data + t * x.token_stride + h * x.head_stride;
+        detail::normalize_rows(kernel, tensor_view<T>{p, 1, 1, 0, 0}, tensor_view<float>{row, 1, 1, 0, 0}, head_dim,
+                               norm, false);
+        narrow(row, p, static_cast<std::size_t>(head_dim));
       }
-    }
+  }
 }
 
 namespace detail {
