@@ -83,7 +83,7 @@ TEST_CASE("apply rejects bad sizes, pointers and positions before writing", "[ba
   REQUIRE_NOTHROW(re.apply(static_cast<float*>(nullptr), 3, 0, p.data()));
 }
 
-TEST_CASE("q and k that share elements are refused before writing; fused qkv slices are not", "[bad-input]") {
+TEST_CASE("q and k that share elements are refused before writing, fused qkv slices are not", "[bad-input]") {
   const rotary_embedding re(rope_config{64}, plain{});
   // One fused [tokens][q 2 heads | k 1 head | v 1 head] buffer, 3 tokens.
   const std::int64_t tokens = 3, stride = 4 * 64;
