@@ -138,20 +138,28 @@ struct hf_rotation {
     return {Ops::mul(c, unscale), Ops::mul(s, unscale), Ops::mul(c2, unscale), Ops::mul(s2, unscale), cq, sq, c2q, s2q,
             true};
   }
-  // Both halves in one form: the round trip's if either needs it.
+  // Both halves in one form: the round trip's if either needs it. (No recursion: GCC refuses to
+  // inline an always_inline function into itself at -O1.)
   template <class O>
   ROPEX_ALWAYS_INLINE static hf_rotation even(const hf_rotation& lo, const hf_rotation& hi) {
-    if (lo.round_trip != hi.round_trip) return even<O>(lo.unscaled(), hi.unscaled());
-    return {O::even_lanes(lo.c, hi.c),     O::even_lanes(lo.s, hi.s),     O::even_lanes(lo.c2, hi.c2),
-            O::even_lanes(lo.s2, hi.s2),   O::even_lanes(lo.cq, hi.cq),   O::even_lanes(lo.sq, hi.sq),
-            O::even_lanes(lo.c2q, hi.c2q), O::even_lanes(lo.s2q, hi.s2q), lo.round_trip};
+    if (lo.round_trip != hi.round_trip) return pick<O, true>(lo.unscaled(), hi.unscaled());
+    return pick<O, true>(lo, hi);
   }
   template <class O>
   ROPEX_ALWAYS_INLINE static hf_rotation odd(const hf_rotation& lo, const hf_rotation& hi) {
-    if (lo.round_trip != hi.round_trip) return odd<O>(lo.unscaled(), hi.unscaled());
-    return {O::odd_lanes(lo.c, hi.c),     O::odd_lanes(lo.s, hi.s),     O::odd_lanes(lo.c2, hi.c2),
-            O::odd_lanes(lo.s2, hi.s2),   O::odd_lanes(lo.cq, hi.cq),   O::odd_lanes(lo.sq, hi.sq),
-            O::odd_lanes(lo.c2q, hi.c2q), O::odd_lanes(lo.s2q, hi.s2q), lo.round_trip};
+    if (lo.round_trip != hi.round_trip) return pick<O, false>(lo.unscaled(), hi.unscaled());
+    return pick<O, false>(lo, hi);
+  }
+  // The even (or odd) lanes of two rotations in the same form.
+  template <class O, bool Even>
+  ROPEX_ALWAYS_INLINE static hf_rotation pick(const hf_rotation& lo, const hf_rotation& hi) {
+    const auto lanes = [](typename Ops::vec a, typename Ops::vec b) ROPEX_ALWAYS_INLINE_LAMBDA {
+      if constexpr (Even) return O::even_lanes(a, b);
+      else return O::odd_lanes(a, b);
+    };
+    return {lanes(lo.c, hi.c),     lanes(lo.s, hi.s),     lanes(lo.c2, hi.c2),   lanes(lo.s2, hi.s2),
+            lanes(lo.cq, hi.cq),   lanes(lo.sq, hi.sq),   lanes(lo.c2q, hi.c2q), lanes(lo.s2q, hi.s2q),
+            lo.round_trip};
   }
 };
 
