@@ -152,14 +152,15 @@ struct hf_rotation {
   }
   // The even (or odd) lanes of two rotations in the same form.
   template <class O, bool Even>
+  ROPEX_ALWAYS_INLINE static typename Ops::vec lanes(typename Ops::vec a, typename Ops::vec b) {
+    if constexpr (Even) return O::even_lanes(a, b);
+    else return O::odd_lanes(a, b);
+  }
+  template <class O, bool Even>
   ROPEX_ALWAYS_INLINE static hf_rotation pick(const hf_rotation& lo, const hf_rotation& hi) {
-    const auto lanes = [](typename Ops::vec a, typename Ops::vec b) ROPEX_ALWAYS_INLINE_LAMBDA {
-      if constexpr (Even) return O::even_lanes(a, b);
-      else return O::odd_lanes(a, b);
-    };
-    return {lanes(lo.c, hi.c),     lanes(lo.s, hi.s),     lanes(lo.c2, hi.c2),   lanes(lo.s2, hi.s2),
-            lanes(lo.cq, hi.cq),   lanes(lo.sq, hi.sq),   lanes(lo.c2q, hi.c2q), lanes(lo.s2q, hi.s2q),
-            lo.round_trip};
+    return {lanes<O, Even>(lo.c, hi.c),     lanes<O, Even>(lo.s, hi.s),     lanes<O, Even>(lo.c2, hi.c2),
+            lanes<O, Even>(lo.s2, hi.s2),   lanes<O, Even>(lo.cq, hi.cq),   lanes<O, Even>(lo.sq, hi.sq),
+            lanes<O, Even>(lo.c2q, hi.c2q), lanes<O, Even>(lo.s2q, hi.s2q), lo.round_trip};
   }
 };
 
