@@ -183,16 +183,6 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
   positions.validate(rope, q.tokens);
 }
 
-// Float rows rounded to T by the active family's conversion (the bits of store<T>).
-template <class T>
-void store_rows(const tensor_view<float>& from, const tensor_view<T>& to, int d) {
-  const auto narrow = kernels::active_kernels<T>().from_float;
-  for (std::int64_t t = 0; t < from.tokens; ++t)
-    for (std::int64_t h = 0; h < from.heads; ++h)
-      narrow(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
-             static_cast<std::size_t>(d));
-}
-
 // RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows
 // are normalised, then rotated by one rope.apply(q_block, k_block) (cos/sin formed once per token
 // for both). float rows are normalised in place, in blocks that stay in L2 until rotated; 16-bit
@@ -226,8 +216,8 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
         normalize_rows(kernel, q_block, q_float, d, q_norm, false);
         normalize_rows(kernel, k_block, k_float, d, k_norm, false);
         positions.apply(rope, q_float, k_float, t);
-        store_rows(q_float, q_block, d);
-        store_rows(k_float, k_block, d);
+        convert_rows(q_float, q_block, d);
+        convert_rows(k_float, k_block, d);
       }
       return;
     }
@@ -237,7 +227,7 @@ void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const
         const tensor_view<float> rows = contiguous_view(scratch, block.tokens, block.heads, d);
         normalize_rows(kernel, block, rows, d, norm, false);
         positions.apply(rope, rows, first_token);
-        store_rows(rows, block, d);
+        convert_rows(rows, block, d);
       });
     };
     through_scratch(q, q_norm);

@@ -35,6 +35,21 @@ inline void validate_rms_norm(const rms_norm& norm, const char* name) {
     fail(std::string(name) + ".eps", "must be finite and >= 0 (got " + std::to_string(norm.eps) + ")");
 }
 
+// Every (token, head) row of `from` converted into the same row of `to` by the active family's
+// exact conversions (widening to float, or rounding float to T: the bits of load / store<T>).
+template <class From, class To>
+void convert_rows(const tensor_view<From>& from, const tensor_view<To>& to, int d) {
+  static_assert(std::is_same_v<From, float> != std::is_same_v<To, float>, "one side is float");
+  const auto convert = [] {
+    if constexpr (std::is_same_v<From, float>) return kernels::active_kernels<To>().from_float;
+    else return kernels::active_kernels<From>().to_float;
+  }();
+  for (std::int64_t t = 0; t < from.tokens; ++t)
+    for (std::int64_t h = 0; h < from.heads; ++h)
+      convert(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
+              static_cast<std::size_t>(d));
+}
+
 // Every (token, head) row of `from` normalised into the same row of `to`, in float: float rows
 // straight from `from` (`to` may be `from` itself: in place), 16-bit rows widened into `to` first
 // and normalised there. The kernel takes a run of rows at a time (more rows in flight), in memory
@@ -45,11 +60,7 @@ template <class T>
 void normalize_rows(normalize_rows_fn kernel, const tensor_view<T>& from, const tensor_view<float>& to, int d,
                     const rms_norm& norm, bool prefetch) {
   if constexpr (!std::is_same_v<T, float>) {
-    const auto widen = kernels::active_kernels<T>().to_float;  // the family's exact conversion
-    for (std::int64_t t = 0; t < from.tokens; ++t)
-      for (std::int64_t h = 0; h < from.heads; ++h)
-        widen(from.data + t * from.token_stride + h * from.head_stride, to.data + t * to.token_stride + h * to.head_stride,
-              static_cast<std::size_t>(d));
+    convert_rows(from, to, d);
     normalize_rows(kernel, to, to, d, norm, false);
   } else {
     const float eps = static_cast<float>(norm.eps);
@@ -83,14 +94,13 @@ void rms_norm_heads(tensor_view<T> x, const rms_norm& norm, int head_dim) {
     detail::normalize_rows(kernel, x, x, head_dim, norm, prefetch);
   } else {
     // Rounded back by the family's conversion (the bits of detail::store<T>).
-    const auto narrow = kernels::active_kernels<T>().from_float;
     float row[detail::max_norm_dim];
     for (std::int64_t t = 0; t < x.tokens; ++t)
       for (std::int64_t h = 0; h < x.heads; ++h) {
-        T* p = x.data + t * x.token_stride + h * x.head_stride;
-        detail::normalize_rows(kernel, tensor_view<T>{p, 1, 1, 0, 0}, tensor_view<float>{row, 1, 1, 0, 0}, head_dim,
-                               norm, false);
-        narrow(row, p, static_cast<std::size_t>(head_dim));
+        const tensor_view<T> one{x.data + t * x.token_stride + h * x.head_stride, 1, 1, 0, 0};
+        const tensor_view<float> widened{row, 1, 1, 0, 0};
+        detail::normalize_rows(kernel, one, widened, head_dim, norm, false);
+        detail::convert_rows(widened, one, head_dim);
       }
   }
 }
