@@ -65,6 +65,30 @@ void for_each_block(const tensor_view<T>& x, int head_dim, std::int64_t capacity
       f(sub_view(x, t, 1, h, std::min(head_step, x.heads - h)), t, h);
 }
 
+// The rows of `from` copied into the same rows of `to` (same tokens and heads) in as few copies as
+// both views' strides allow: a block of one contiguous tensor into another is one copy. (A
+// prefill's keys stream from memory here: one copy of a whole 32 KiB block ran the fused int8
+// append's key pass 1.3x faster than one copy per 512-byte row, Zen 5.)
+template <class T>
+void copy_rows(const tensor_view<T>& from, const tensor_view<T>& to, int head_dim) {
+  const std::int64_t token_elements = from.heads * head_dim;
+  const auto heads_adjacent = [&](const tensor_view<T>& x) { return x.heads == 1 || x.head_stride == head_dim; };
+  const auto tokens_adjacent = [&](const tensor_view<T>& x) { return x.tokens == 1 || x.token_stride == token_elements; };
+  const bool rows_as_tokens = heads_adjacent(from) && heads_adjacent(to);
+  if (rows_as_tokens && tokens_adjacent(from) && tokens_adjacent(to))
+    return static_cast<void>(std::copy_n(from.data, from.tokens * token_elements, to.data));
+  for (std::int64_t t = 0; t < from.tokens; ++t) {
+    const T* source = from.data + t * from.token_stride;
+    T* target = to.data + t * to.token_stride;
+    if (rows_as_tokens) {
+      std::copy_n(source, token_elements, target);
+      continue;
+    }
+    for (std::int64_t h = 0; h < from.heads; ++h)
+      std::copy_n(source + h * from.head_stride, head_dim, target + h * to.head_stride);
+  }
+}
+
 // End of the run of entries from i (slots[i] >= 0) whose slots follow one another inside one cache
 // block, at most `limit` of them: their rows form one tensor_view (slot_run_view).
 inline std::int64_t slot_run_end(const std::int64_t* slots, std::int64_t i, std::int64_t count,
@@ -264,10 +288,7 @@ void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, co
       end = slot_run_end(slot_mapping, t, tokens, cache.block_size, step);
       const tensor_view<T> rows = slot_run_view(cache, cache.k, slot_mapping[t], end - t);
       const tensor_view<T> keys = sub_view(k, t, end - t, 0, k.heads);
-      for (std::int64_t u = 0; u < keys.tokens; ++u)
-        for (std::int64_t h = 0; h < keys.heads; ++h)
-          std::copy_n(keys.data + u * keys.token_stride + h * keys.head_stride, d,
-                      rows.data + u * rows.token_stride + h * rows.head_stride);
+      copy_rows(keys, rows, d);
       if (with_q) positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), rows, t);
       else positions.apply(rope, rows, t);
     }
@@ -288,10 +309,8 @@ void append_k_through_scratch(const rotary_embedding& rope, const tensor_view<T>
   if (with_q && !whole_tokens) positions.apply(rope, q, 0);
   alignas(64) T scratch[fused_scratch_floats];
   const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
-    for (std::int64_t t = 0; t < block.tokens; ++t)
-      for (std::int64_t h = 0; h < block.heads; ++h)
-        std::copy_n(block.data + t * block.token_stride + h * block.head_stride, d, scratch + (t * block.heads + h) * d);
     const tensor_view<T> rotated = contiguous_view(scratch, block.tokens, block.heads, d);
+    copy_rows(block, rotated, d);
     if (whole_tokens)
       positions.apply(rope, sub_view(q, first, block.tokens, 0, q.heads), rotated, first);
     else
