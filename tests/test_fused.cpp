@@ -242,6 +242,52 @@ TEST_CASE("norm_rope on float is bit-identical to rms_norm_heads then apply (GQA
     }
 }
 
+TEST_CASE("norm_rope folds the norm into every family's rotation with the bits of norm then apply",
+          "[fused]") {
+  // The float path reads each value once through the norm (kernels' row_norm): odd head sizes
+  // (tails of the sum of squares and of the rotation), partial rotary (channels the rotation
+  // leaves, normalised apart), both layouts, every weight form, padded and head-major views, and
+  // more rows a token than a block keeps (the unfolded path).
+  using ropex::kernels::isa;
+  const std::vector<float> w = random_floats(1024, 41);
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!ropex::kernels::isa_available(family)) continue;
+    ropex::kernels::forced_isa guard(family);
+    for (int d : {8, 36, 128, 200, 1024})
+      for (layout pairing : {layout::half, layout::interleaved})
+        for (int rotary : {0, d / 2 - (d / 2) % 2})
+          for (int form = 0; form < 4; ++form) {
+            const rotary_embedding rope(rope_config{d, rotary, 1e4, pairing}, plain{});
+            const bool many = form == 3 && d == 8;  // 300 heads: more rows than a folded block keeps
+            const std::int64_t tokens = 11, q_heads = many ? 300 : 5, kv_heads = many ? 1 : 2;
+            const std::int64_t pad = form == 1 ? 3 : 0;  // token rows padded apart
+            const bool head_major = form == 2;
+            const std::int64_t q_size = tokens * q_heads * (d + pad), k_size = tokens * kv_heads * (d + pad);
+            std::vector<float> x = random_floats(std::size_t(q_size + k_size), std::uint64_t(d * 10 + form));
+            std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens), 0);
+            for (std::int64_t t = 0; t < tokens; ++t) positions[std::size_t(t)] = 37 * t + (t % 3) * 100000;
+            const auto views = [&](std::vector<float>& b) {
+              if (head_major)
+                return std::pair{tensor_view<float>{b.data(), tokens, q_heads, d, tokens * d},
+                                 tensor_view<float>{b.data() + q_size, tokens, kv_heads, d, tokens * d}};
+              return std::pair{tensor_view<float>{b.data(), tokens, q_heads, q_heads * d + pad, d},
+                               tensor_view<float>{b.data() + q_size, tokens, kv_heads, kv_heads * d + pad, d}};
+            };
+            const rms_norm q_norm{form == 0 ? nullptr : w.data(), 1e-6, form == 2};
+            const rms_norm k_norm{form == 3 ? nullptr : w.data() + 1, 1e-5, form != 1};
+            INFO(ropex::kernels::isa_name(family) << " d " << d << " rotary " << rotary << " form " << form);
+            std::vector<float> fused = x, separate = x;
+            auto [fq, fk] = views(fused);
+            norm_rope(rope, fq, fk, positions.data(), q_norm, k_norm);
+            auto [sq, sk] = views(separate);
+            rms_norm_heads(sq, q_norm, d);
+            rms_norm_heads(sk, k_norm, d);
+            rope.apply(sq, sk, positions.data());
+            REQUIRE(same_bits(fused, separate));
+          }
+  }
+}
+
 TEMPLATE_TEST_CASE("norm_rope on 16-bit storage keeps float between norm and rotation", "[fused]", float16,
                    bfloat16) {
   const int d = 128;

@@ -171,6 +171,21 @@ class rotary_embedding {
     shift_each_multi_axis(config_, freqs_, steps_, x, axes, deltas);
   }
 
+  // ---- for the fused operations (fused.hpp): rows as the kernels take them --------------------
+  // apply(q, k, positions) and apply(q, k, axes, positions) of rows checked by the caller, which
+  // may carry a norm to fold into the rotation (kernels/rotation_batch.hpp's row_norm) and says
+  // whether they stream from memory (a block of a larger call).
+  template <class T>
+  void apply_rows(const kernels::token_rows<T>& rows, const std::int64_t* positions, bool prefetch) const {
+    detail::rotate_on_the_fly(kernels::active_kernels<T>(), rows, pairs(), config_.layout, prefetch, positions, 0,
+                              freqs_.inv_freq.data(), steps_, freqs_.attention_factor, +1);
+  }
+  template <class T>
+  void apply_rows(const kernels::token_rows<T>& rows, const position_axes& axes, axis_positions positions,
+                  bool prefetch) const {
+    detail::rotate_multi_axis(config_, freqs_, steps_, rows, axes, positions, freqs_.attention_factor, +1, 1, prefetch);
+  }
+
   // Per-token deltas (`tokens` entries). A name of its own, so that shift(x, 0) is not ambiguous
   // between a delta and a null pointer.
   template <class T>

@@ -278,11 +278,10 @@ void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token
 // token_step: 1 = each token has its own positions; 0 = every token uses the first (a shift by one
 // delta per axis).
 template <class T>
-void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T>* views,
-                       int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign,
-                       std::int64_t token_step = 1) {
+void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps,
+                       const kernels::token_rows<T>& rows, const position_axes& a, axis_positions positions,
+                       double magnitude, double sign, std::int64_t token_step, bool prefetch) {
   const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
-  const kernels::token_rows<T> rows = rows_of(views, n_views);
   const int total = rotated_pairs(c, a), axes = axis_count(a);
   const std::int64_t stride = axis_stride_of(positions, rows.tokens);
   axes_chunk plan;
@@ -290,7 +289,7 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
   block_seed seeds[max_position_axes];
   gathered_steps gathered[max_position_axes];
   static_assert(axes_chunk_pairs == staged_row_pairs, "a staged row holds one chunk of the plan");
-  rotate_staged(kernel, rows, total, total, c.layout, prefetch_rows(rows, c.head_dim),
+  rotate_staged(kernel, rows, total, total, c.layout, prefetch,
                 [&](std::int64_t t, int first, int last, float* cos, float* sin) {
                   if (first != planned_first) {
                     plan_axes_chunk(c, f, a, first, last, plan);
@@ -299,6 +298,14 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
                   fill_axes_chunk(plan, axes, positions.data + t * token_step, stride, magnitude, sign, kernel, steps,
                                   seeds, gathered, cos, sin);
                 });
+}
+
+template <class T>
+void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps, tensor_view<T>* views,
+                       int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign,
+                       std::int64_t token_step = 1) {
+  const kernels::token_rows<T> rows = rows_of(views, n_views);
+  rotate_multi_axis(c, f, steps, rows, a, positions, magnitude, sign, token_step, prefetch_rows(rows, c.head_dim));
 }
 
 // The same through a cos/sin table: pair i of a token takes the table's value for (the token's

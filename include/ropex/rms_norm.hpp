@@ -16,6 +16,7 @@
 #include "ropex/detail/check.hpp"
 #include "ropex/detail/norm_kernels.hpp"
 #include "ropex/kernels/prefetch.hpp"
+#include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/types.hpp"
 #include "ropex/view.hpp"
 
@@ -76,6 +77,23 @@ void normalize_rows(normalize_rows_fn kernel, const tensor_view<T>& from, const 
                from.tokens, d, eps, norm.weight, norm.unit_offset, prefetch);
     }
   }
+}
+
+// Weights of one for a norm without weights, so that a norm folded into the rotation (the kernels'
+// row_norm) always multiplies by w + offset: 1, or 2 under unit_offset, the norm's constants.
+struct unit_weight_row {
+  float w[max_norm_dim];
+  constexpr unit_weight_row() : w{} {
+    for (float& x : w) x = 1.0f;
+  }
+};
+inline constexpr unit_weight_row unit_weights{};
+
+// `norm` as the rotation kernels fold it into their loads (kernels/rotation_batch.hpp's row_norm),
+// its rows' inverse RMS kept in inv_rms.
+inline kernels::row_norm folded_norm(const rms_norm& norm, int head_dim, float* inv_rms) {
+  return {inv_rms, norm.weight ? norm.weight : unit_weights.w, norm.unit_offset ? 1.0f : 0.0f,
+          static_cast<float>(norm.eps), head_dim};
 }
 }  // namespace detail
 

@@ -14,6 +14,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/inverse_rms.hpp"
 #include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"

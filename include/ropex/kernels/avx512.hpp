@@ -12,6 +12,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/inverse_rms.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"

@@ -14,6 +14,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
+#include "ropex/detail/inverse_rms.hpp"
 #include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
@@ -221,6 +222,7 @@ struct f32 {
 
   // The ops of hf_rotate_half.inl (its header says what each must do). bfloat16: types.hpp's
   // rounding on the full lane, low half cleared.
+  static vec set1(float v) { return vdupq_n_f32(v); }
   static vec mul(vec a, vec b) { return vmulq_f32(a, b); }
   static vec add(vec a, vec b) { return vaddq_f32(a, b); }
   static vec sub(vec a, vec b) { return vsubq_f32(a, b); }

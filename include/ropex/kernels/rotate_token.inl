@@ -15,6 +15,8 @@
 //   rotate(a, b, c, s)                 a' = a c - b s, b' = b c + a s, each the ISA's fused form
 //   held_registers                     how many vector registers the coefficients of a token may hold
 //   prefetch(p, count)                 kernels/prefetch.hpp's hint, or nothing
+//   set1(v), mul(a, b), add(a, b)      a broadcast float, lane-wise product and sum (a fused norm's
+//                                      loads, normed_values)
 //   has_numbers_only_e4m3 (optional)   with e4m3_nan_free(a, half, n) and load_numbers /
 //                                      store_numbers: FP8 loads and stores for heads without NaN
 //                                      codes, the bits of load / store with fewer operations
@@ -109,10 +111,98 @@ struct exact_rotation {
   }
 };
 
+// ---- how a head's values enter the rotation -------------------------------------------------------
+// A values type reads x where a block loads it, with the block's own load form: load(p[, n]) and,
+// for ops whose pairs are not side by side, load_pairs(p[, n]). stored_values reads them as they
+// lie. normed_values reads a float head as rms_norm.hpp's norm writes it, (x * r) * (w + offset)
+// with r the row's inverse RMS and w its channel's weight (row_norm): the same two roundings, so a
+// norm folded into the rotation gives the bits of the norm then the rotation, with one load and
+// one store of each value instead of the norm's pass and the rotation's.
+struct stored_values {
+  template <class T>
+  ROPEX_ALWAYS_INLINE static f32::vec load(const T* p) {
+    return f32::load(p);
+  }
+  template <class T>
+  ROPEX_ALWAYS_INLINE static f32::vec load(const T* p, int n) {
+    return f32::load(p, n);
+  }
+  template <class T, class O = f32>
+  ROPEX_ALWAYS_INLINE static typename O::pairs load_pairs(const T* p) {
+    return O::load_pairs(p);
+  }
+  template <class T, class O = f32>
+  ROPEX_ALWAYS_INLINE static typename O::pairs load_pairs(const T* p, int n) {
+    return O::load_pairs(p, n);
+  }
+};
+
+struct normed_values {
+  const float* head;    // where the head's blocks start (their pointers are into it)
+  const float* weight;  // weight[i] is that of head[i]
+  f32::vec r, offset;
+  ROPEX_ALWAYS_INLINE f32::vec scaled(f32::vec x, f32::vec w) const { return f32::mul(f32::mul(x, r), f32::add(w, offset)); }
+  ROPEX_ALWAYS_INLINE f32::vec load(const float* p) const { return scaled(f32::load(p), f32::load(weight + (p - head))); }
+  ROPEX_ALWAYS_INLINE f32::vec load(const float* p, int n) const {
+    return scaled(f32::load(p, n), f32::load(weight + (p - head), n));
+  }
+  template <class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::pairs scaled_pairs(typename O::pairs x, typename O::pairs w) const {
+    x.val[0] = scaled(x.val[0], w.val[0]);
+    x.val[1] = scaled(x.val[1], w.val[1]);
+    return x;
+  }
+  template <class T, class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::pairs load_pairs(const T* p) const {
+    return scaled_pairs<O>(O::load_pairs(p), O::load_pairs(weight + (p - head)));
+  }
+  template <class T, class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::pairs load_pairs(const T* p, int n) const {
+    return scaled_pairs<O>(O::load_pairs(p, n), O::load_pairs(weight + (p - head), n));
+  }
+};
+
+// What a batch reads its heads with: token(rows, t, offset) prepares token t, whose heads' blocks
+// start `offset` elements into each head; head(rows, v, t, h, p, offset) gives the values type of
+// tensor v's head h of token t, whose blocks start at p. read_normed forms the inverse RMS of all
+// of a token's heads where a call first reaches them (offset 0: pair 0), before the token's
+// rotation: the rows' sums of squares are independent chains that overlap, where a sum of squares
+// per head would leave each head's rotation waiting on its own chain. Calls of later pairs read
+// the values kept then (row_norm).
+struct read_stored {
+  static constexpr bool prefetch_heads = true;
+  template <class T>
+  ROPEX_ALWAYS_INLINE static void token(const token_rows<T>&, std::int64_t, int, bool) {}
+  template <class T>
+  ROPEX_ALWAYS_INLINE static stored_values head(const token_rows<T>&, int, std::int64_t, std::int64_t, const T*, int) {
+    return {};
+  }
+};
+struct read_normed {
+  static constexpr bool prefetch_heads = false;  // token() read them just before
+  static void token(const token_rows<float>& rows, std::int64_t t, int offset, bool prefetch) {
+    if (offset != 0) return;
+    for (int v = 0; v < rows.count; ++v) {
+      const row_norm& norm = rows.tensors[v].norm;
+      const std::int64_t heads = rows.tensors[v].heads;
+      const float* x = rows.row(v, t);
+      const std::int64_t stride = rows.tensors[v].head_stride;
+      if (prefetch) ropex::detail::inverse_rms_rows<true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
+      else ropex::detail::inverse_rms_rows<false>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
+    }
+  }
+  ROPEX_ALWAYS_INLINE static normed_values head(const token_rows<float>& rows, int v, std::int64_t t, std::int64_t h,
+                                                const float* p, int offset) {
+    const row_norm& norm = rows.tensors[v].norm;
+    return {p, norm.weight + offset, f32::set1(norm.inv_rms[t * rows.tensors[v].heads + h]), f32::set1(norm.offset)};
+  }
+};
+
 // ---- blocks: what one step of a head loop rotates -----------------------------------------------
 // A block type has: pairs (per block), values (the T elements a block spans), registers (vector
 // registers its coefficients hold), coefficients + load_coefficients(cos, sin, n), rotate(head, half,
-// k, n) with n <= pairs (a full block is n == pairs; the compiler folds the constant), prefetch.
+// k, n, values) with n <= pairs (a full block is n == pairs; the compiler folds the constant) reading
+// x through `values` (stored_values, or normed_values where the block type reads floats), prefetch.
 
 // Half layout, storage widened to floats: a = x[i], b = x[i + half].
 template <class T, class R = exact_rotation>
@@ -123,9 +213,10 @@ struct half_block {
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const Source& from, int i, int n) {
     return R::load(from, i, n);
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n) {
+  template <class V>
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const V& values) {
     T* b = a + half;
-    f32::vec xa = n == pairs ? f32::load(a) : f32::load(a, n), xb = n == pairs ? f32::load(b) : f32::load(b, n);
+    f32::vec xa = n == pairs ? values.load(a) : values.load(a, n), xb = n == pairs ? values.load(b) : values.load(b, n);
     k.apply(xa, xb);
     if (n == pairs) {
       f32::store(a, xa);
@@ -146,7 +237,8 @@ struct half_block {
 template <class T, class O = f32>
 struct half_block_numbers : half_block<T> {
   static constexpr int pairs = O::lanes;
-  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const typename half_block<T>::coefficients& k, int n) {
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const typename half_block<T>::coefficients& k, int n,
+                                         const stored_values&) {
     T* b = a + half;
     typename O::vec xa = n == pairs ? O::load_numbers(a) : O::load_numbers(a, n);
     typename O::vec xb = n == pairs ? O::load_numbers(b) : O::load_numbers(b, n);
@@ -175,14 +267,15 @@ struct pair_block {
     from.at(i, n, c, s);
     return {O::pair_spread(c), O::pair_spread(s)};
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n) {
+  template <class V>
+  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const V& values) {
     if constexpr (O::pairs_side_by_side) {
-      typename O::vec v = n == pairs ? O::load(x) : O::load(x, 2 * n);
+      typename O::vec v = n == pairs ? values.load(x) : values.load(x, 2 * n);
       O::rotate_pairs(v, k.c, k.s);
       if (n == pairs) O::store(x, v);
       else O::store(x, v, 2 * n);
     } else {
-      typename O::pairs v = n == pairs ? O::load_pairs(x) : O::load_pairs(x, n);
+      typename O::pairs v = n == pairs ? values.template load_pairs<T, O>(x) : values.template load_pairs<T, O>(x, n);
       O::rotate_pairs(v, k.c, k.s);
       if (n == pairs) O::store_pairs(x, v);
       else O::store_pairs(x, v, n);
@@ -205,7 +298,7 @@ struct half_block_by_parity {
     const R lo = R::load(from, i, n0), hi = n1 > 0 ? R::load(from, i + O::lanes, n1) : R{};
     return {R::template even<O>(lo, hi), R::template odd<O>(lo, hi)};
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n) {
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const stored_values&) {
     T* b = a + half;
     const typename O::bits va = O::load_bits(a, n), vb = O::load_bits(b, n);
     typename O::vec ae = O::bf16_even(va), ao = O::bf16_odd(va), be = O::bf16_even(vb), bo = O::bf16_odd(vb);
@@ -234,7 +327,7 @@ struct pair_block_by_parity {
     from.at(i, n, k.c, k.s);
     return k;
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n) {
+  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const stored_values&) {
     const typename O::bits v = O::load_bits(x, 2 * n);
     typename O::vec a = O::bf16_even(v), b = O::bf16_odd(v);
     O::rotate(a, b, k.c, k.s);
@@ -282,15 +375,16 @@ ROPEX_ALWAYS_INLINE void load_held(typename B::coefficients* k, const Source& fr
   }
 }
 
-template <class B, int V, int Capacity = held_capacity<B>, class T>
-ROPEX_ALWAYS_INLINE void rotate_held(T* head, int half, const typename B::coefficients* k, int whole, int tail) {
+template <class B, int V, int Capacity = held_capacity<B>, class T, class Values>
+ROPEX_ALWAYS_INLINE void rotate_held(T* head, int half, const typename B::coefficients* k, int whole, int tail,
+                                     const Values& values) {
   if constexpr (V < Capacity) {
     if (V == whole) {
-      if (tail > 0) B::rotate(head + V * B::values, half, k[V], tail);
+      if (tail > 0) B::rotate(head + V * B::values, half, k[V], tail, values);
       return;
     }
-    B::rotate(head + V * B::values, half, k[V], B::pairs);
-    rotate_held<B, V + 1, Capacity>(head, half, k, whole, tail);
+    B::rotate(head + V * B::values, half, k[V], B::pairs, values);
+    rotate_held<B, V + 1, Capacity>(head, half, k, whole, tail, values);
   }
 }
 
@@ -324,32 +418,33 @@ ROPEX_ALWAYS_INLINE bool numbers_only_token(const typename B::coefficients* k, i
 
 // One head's blocks: rotate_held, or the same chain of half_block_numbers for an FP8 head without
 // NaN codes in a token that allows it (numbers_only_token).
-template <class B, int Capacity, class T, class O = f32>
+template <class B, int Capacity, class T, class Values, class O = f32>
 ROPEX_ALWAYS_INLINE void rotate_head(T* head, int half, const typename B::coefficients* k, int whole, int tail,
-                                     bool numbers_only) {
+                                     bool numbers_only, const Values& values) {
   if constexpr (numbers_only_form<B, T, O>) {
     if (numbers_only && O::e4m3_nan_free(head, half, whole * B::pairs + tail))
-      return rotate_held<half_block_numbers<T, O>, 0, Capacity>(head, half, k, whole, tail);
+      return rotate_held<half_block_numbers<T, O>, 0, Capacity>(head, half, k, whole, tail, values);
   }
-  rotate_held<B, 0, Capacity>(head, half, k, whole, tail);
+  rotate_held<B, 0, Capacity>(head, half, k, whole, tail, values);
 }
 
 // Token t of every tensor in `rows`, n pairs in at most held_capacity<B> blocks, starting `offset`
 // elements into each head: q and k share the coefficients.
-template <class B, class T, class Source>
+template <class B, class Read, class T, class Source>
 ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, int offset, const Source& from,
                                     int half, int n, bool prefetch) {
   const int whole = n / B::pairs, tail = n - whole * B::pairs;
   typename B::coefficients k[held_capacity<B>];
   load_held<B, 0>(k, from, whole, tail);
+  Read::token(rows, t, offset, prefetch);
   const bool numbers_only = numbers_only_token<B, held_capacity<B>, T>(k, whole, tail);
   for (int v = 0; v < rows.count; ++v) {
     T* x = rows.row(v, t) + offset;
     const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
     for (std::int64_t h = 0; h < heads; ++h) {
       T* head = x + h * stride;
-      if (prefetch) B::prefetch(head, half, n);
-      rotate_head<B, held_capacity<B>>(head, half, k, whole, tail, numbers_only);
+      if (prefetch && Read::prefetch_heads) B::prefetch(head, half, n);
+      rotate_head<B, held_capacity<B>>(head, half, k, whole, tail, numbers_only, Read::head(rows, v, t, h, head, offset));
     }
   }
 }
@@ -358,21 +453,22 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
 // t + 1 are formed before token t's heads are rotated, so their latency - a table row from L2 or
 // L3, the combine's chain of double operations - overlaps the heads' loads and stores instead of
 // stalling the start of each token.
-template <class B, int Capacity, class T, class Source>
+template <class B, int Capacity, class Read, class T, class Source>
 void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int half, int n, bool prefetch) {
   const int whole = n / B::pairs, tail = n - whole * B::pairs;
   typename B::coefficients k[Capacity], next[Capacity];
   if (rows.tokens > 0) load_held<B, 0, Capacity>(k, source.at(0), whole, tail);
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     if (t + 1 < rows.tokens) load_held<B, 0, Capacity>(next, source.at(t + 1), whole, tail);
+    Read::token(rows, t, offset, prefetch);
     const bool numbers_only = numbers_only_token<B, Capacity, T>(k, whole, tail);
     for (int v = 0; v < rows.count; ++v) {
       T* x = rows.row(v, t) + offset;
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = x + h * stride;
-        if (prefetch) B::prefetch(head, half, n);
-        rotate_head<B, Capacity>(head, half, k, whole, tail, numbers_only);
+        if (prefetch && Read::prefetch_heads) B::prefetch(head, half, n);
+        rotate_head<B, Capacity>(head, half, k, whole, tail, numbers_only, Read::head(rows, v, t, h, head, offset));
       }
     }
 #pragma GCC unroll 16
@@ -389,24 +485,27 @@ void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int
 // chunk instead would revisit each head's lines, which costs where the tensor streams from memory.
 inline constexpr int staged_pairs = 256;
 
-template <class B, class T, class Source>
+template <class B, class Read, class T, class Source>
 void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const Source& from, int half, int n,
                   bool prefetch) {
   constexpr int capacity = staged_pairs / B::pairs;
   typename B::coefficients k[capacity];
+  Read::token(rows, t, offset, prefetch);
   for (int begin = 0; begin < n; begin += capacity * B::pairs) {
     const int m = n - begin < capacity * B::pairs ? n - begin : capacity * B::pairs;
     const int blocks = (m + B::pairs - 1) / B::pairs, tail = m - (blocks - 1) * B::pairs;
     for (int b = 0; b < blocks; ++b)
       k[b] = B::load_coefficients(from, begin + b * B::pairs, b == blocks - 1 ? tail : B::pairs);
     for (int v = 0; v < rows.count; ++v) {
-      T* x = rows.row(v, t) + offset + begin / B::pairs * B::values;
+      const int start = offset + begin / B::pairs * B::values;
+      T* x = rows.row(v, t) + start;
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = x + h * stride;
-        if (prefetch) B::prefetch(head, half, m);
-        for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs);
-        B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail);
+        const auto values = Read::head(rows, v, t, h, head, start);
+        if (prefetch && Read::prefetch_heads) B::prefetch(head, half, m);
+        for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs, values);
+        B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail, values);
       }
     }
   }
@@ -455,28 +554,36 @@ struct combined_source {
 // The batch with block type B: per token, its coefficients once, then every head of each tensor.
 // A token's coefficients are formed a token ahead (pipelined_tokens) when half the register budget
 // holds them and the source says it pays (read_ahead).
-template <class B, class T, class Source>
+template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (Source::pipelined) {
     constexpr int half_capacity = held_capacity<B> / 2;
     if (blocks <= half_capacity && Source::read_ahead(range))
-      return pipelined_tokens<B, half_capacity>(rows, offset, source, range.half, n, range.prefetch);
+      return pipelined_tokens<B, half_capacity, Read>(rows, offset, source, range.half, n, range.prefetch);
   }
   if (blocks <= held_capacity<B>) {
     for (std::int64_t t = 0; t < rows.tokens; ++t)
-      held_token<B>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
+      held_token<B, Read>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
   } else {
     for (std::int64_t t = 0; t < rows.tokens; ++t)
-      staged_token<B>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
+      staged_token<B, Read>(rows, t, offset, source.at(t), range.half, n, range.prefetch);
   }
 }
 
+template <class Read, class T, class Source>
+void rotate_batch_read(const token_rows<T>& rows, const pair_range& range, Source& source) {
+  if (range.pairing == layout::half) rotate_batch_as<half_block_for<T>, Read>(rows, range, source, range.first);
+  else rotate_batch_as<pair_block_for<T>, Read>(rows, range, source, 2 * range.first);
+}
+
+// Rows with a norm (row_norm, float only) read their values through it.
 template <class T, class Source>
 void rotate_batch(const token_rows<T>& rows, const pair_range& range, Source& source) {
   if (range.last <= range.first) return;
-  if (range.pairing == layout::half) rotate_batch_as<half_block_for<T>>(rows, range, source, range.first);
-  else rotate_batch_as<pair_block_for<T>>(rows, range, source, 2 * range.first);
+  if constexpr (std::is_same_v<T, float>)
+    if (rows.tensors[0].norm.inv_rms != nullptr) return rotate_batch_read<read_normed>(rows, range, source);
+  rotate_batch_read<read_stored>(rows, range, source);
 }
 
 // Same contracts as scalar::rotate_rows.

@@ -17,14 +17,30 @@
 
 namespace ropex::kernels {
 
+// An RMSNorm folded into the rotation (fused.hpp's norm_rope), float rows only: value x of
+// channel i of token t's head h is rotated as (x * r) * (weight[i] + offset), the norm's own
+// roundings (rms_norm.hpp), with r = 1 / sqrt(mean(x^2) + eps) over the head's head_dim values
+// (detail/inverse_rms.hpp, the norm's order of operations), so the rows are read and written once.
+// A kernel forms the r of a token's heads when it first reaches the token (at pair 0) and keeps
+// them in inv_rms[t * heads + h]; calls that rotate later pairs of the same rows read them there.
+// Only the rotated channels are scaled. Null inv_rms: the values as stored.
+struct row_norm {
+  float* inv_rms = nullptr;
+  const float* weight = nullptr;  // the head's channels from 0; set whenever inv_rms is
+  float offset = 0, eps = 0;
+  int head_dim = 0;
+};
+
 // The rows of up to two tensors (q and k) for the same tokens. Token t of tensor v starts at
 // data + t * token_stride, or, when `scattered` is set (one tensor), at scattered[t]: the slots
-// of a paged cache. Each token has `heads` heads, head_stride elements apart.
+// of a paged cache. Each token has `heads` heads, head_stride elements apart. `norm`: every
+// tensor has one or none; never with scattered rows.
 template <class T>
 struct token_rows {
   struct tensor {
     T* data = nullptr;
     std::int64_t token_stride = 0, heads = 0, head_stride = 0;
+    row_norm norm = {};
   };
   tensor tensors[2];
   int count = 0;
@@ -38,7 +54,10 @@ struct token_rows {
     s.tokens = n;
     if (scattered) s.scattered = scattered + begin;
     else
-      for (int v = 0; v < count; ++v) s.tensors[v].data = tensors[v].data + begin * tensors[v].token_stride;
+      for (int v = 0; v < count; ++v) {
+        s.tensors[v].data = tensors[v].data + begin * tensors[v].token_stride;
+        if (tensors[v].norm.inv_rms) s.tensors[v].norm.inv_rms = tensors[v].norm.inv_rms + begin * tensors[v].heads;
+      }
     return s;
   }
 };

@@ -9,6 +9,7 @@
 
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"
+#include "ropex/detail/inverse_rms.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
 #include "ropex/quantization.hpp"
 #include "ropex/types.hpp"
@@ -38,20 +39,51 @@ inline float rounded(float v) {
 // layout. Channels outside the pairs are never touched, so pass-through channels stay bit-exact.
 // `prefetch`: the call streams more than the caches hold, so the SIMD kernels prefetch ahead
 // (kernels/prefetch.hpp); a hint, no effect on results. Reentrant; neither allocates nor throws.
+// The same through a norm (rotation_batch.hpp's row_norm): inv_rms[h] is head h's inverse RMS, or
+// inv_rms is null and the values are read as stored.
+template <class T>
+void rotate_token_normed(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
+                         int first, int last, int half, layout pairing, const float* inv_rms, const row_norm& norm) {
+  const int stride = pairing == layout::half ? 1 : 2;  // distance between consecutive pairs
+  const int partner = pairing == layout::half ? half : 1;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    T* x = token + h * head_stride;
+    for (int i = first; i < last; ++i) {
+      const int ia = i * stride, ib = ia + partner;
+      const float c = cos[i - first], s = sin[i - first];
+      float xa = detail::load(x[ia]), xb = detail::load(x[ib]);
+      if (inv_rms != nullptr) {  // rms_norm.hpp's (x r) w
+        xa = xa * inv_rms[h] * (norm.weight[ia] + norm.offset);
+        xb = xb * inv_rms[h] * (norm.weight[ib] + norm.offset);
+      }
+      x[ia] = detail::store<T>(rounded(xa * c) - rounded(xb * s));
+      x[ib] = detail::store<T>(rounded(xb * c) + rounded(xa * s));
+    }
+  }
+}
+
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                   int first, int last, int half, layout pairing, bool /*prefetch*/) {
-  for (std::int64_t h = 0; h < heads; ++h) {
-    T* x = token + h * head_stride;
-    const int stride = pairing == layout::half ? 1 : 2;  // distance between consecutive pairs
-    T* a = x;
-    T* b = pairing == layout::half ? x + half : x + 1;
-    for (int i = first; i < last; ++i) {
-      const float c = cos[i - first], s = sin[i - first];
-      const float xa = detail::load(a[i * stride]), xb = detail::load(b[i * stride]);
-      a[i * stride] = detail::store<T>(rounded(xa * c) - rounded(xb * s));
-      b[i * stride] = detail::store<T>(rounded(xb * c) + rounded(xa * s));
-    }
+  rotate_token_normed(token, heads, head_stride, cos, sin, first, last, half, pairing, nullptr, row_norm{});
+}
+
+// Token t of every tensor in `rows`, through its norm when it has one (the heads' inverse RMS
+// formed by the call that rotates pair 0, as the SIMD families' read_normed does).
+template <class T>
+void rotate_rows_token(const token_rows<T>& rows, std::int64_t t, const pair_range& range, const float* cos,
+                       const float* sin) {
+  for (int v = 0; v < rows.count; ++v) {
+    const auto& x = rows.tensors[v];
+    float* inv_rms = nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (x.norm.inv_rms != nullptr) {
+        inv_rms = x.norm.inv_rms + t * x.heads;
+        if (range.first == 0)
+          ropex::detail::inverse_rms_rows(rows.row(v, t), x.head_stride, x.heads, x.norm.head_dim, x.norm.eps, inv_rms);
+      }
+    rotate_token_normed(rows.row(v, t), x.heads, x.head_stride, cos, sin, range.first, range.last, range.half,
+                        range.pairing, inv_rms, x.norm);
   }
 }
 
@@ -87,9 +119,7 @@ template <class T>
 void rotate_rows(const token_rows<T>& rows, const pair_range& range, const stored_angles& angles) {
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     const std::int64_t r = (angles.rows ? angles.rows[t] : t) * angles.stride;
-    for (int v = 0; v < rows.count; ++v)
-      rotate_token(rows.row(v, t), rows.tensors[v].heads, rows.tensors[v].head_stride, angles.cos + r, angles.sin + r,
-                   range.first, range.last, range.half, range.pairing, range.prefetch);
+    rotate_rows_token(rows, t, range, angles.cos + r, angles.sin + r);
   }
 }
 template <class T>
@@ -106,9 +136,7 @@ void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combi
     }
     const std::int64_t k = (p - start) * angles.step_stride;
     cos_sin_combine(seed_cos, seed_sin, angles.step_cos + k, angles.step_sin + k, n, angles.sign, cos, sin);
-    for (int v = 0; v < rows.count; ++v)
-      rotate_token(rows.row(v, t), rows.tensors[v].heads, rows.tensors[v].head_stride, cos, sin, range.first,
-                   range.last, range.half, range.pairing, range.prefetch);
+    rotate_rows_token(rows, t, range, cos, sin);
   }
 }
 
