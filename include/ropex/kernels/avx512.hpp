@@ -283,6 +283,7 @@ struct f32 {
   }
   static vec set1(float v) { return _mm512_set1_ps(v); }
   static constexpr bool hf_split_products = true;
+  static constexpr bool hf_split_float16 = true;
   static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
   // vfpclassps 0xBF: NaN, zero, infinity or subnormal (every class but normal and negative).
   static bool any_not_normal(vec v, vec w) {

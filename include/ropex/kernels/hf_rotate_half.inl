@@ -23,6 +23,9 @@
 //                                      rounds twice). bfloat16 may skip the NaN case: every NaN
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
+// With hf_split_products: set1, fnma, any_not_normal, any_beyond (bfloat16); with
+// hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
+// any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
 // and the bfloat16 parity ops (bf16_by_parity), on NEON load_pairs (pairs_side_by_side false).
 #ifndef ROPEX_INSIDE
@@ -52,7 +55,8 @@ struct hf_rows_source {
   }
 };
 
-// Split products (f32::hf_split_products, T = bfloat16 or float16): R(x k) in two float operations
+// Split products (f32::hf_split_products, T = bfloat16, and float16 with f32::hf_split_float16):
+// R(x k) in two float operations
 // instead of a rounding on the bits (docs/formulas.md, section 5, has the proofs): with q = 2^16
 // for bfloat16 (8 bits), 2^13 for float16 (11 bits),
 //   R(x k) = fma(-x, k q, fl(x k (q + 1)))      for x k in T's normal range, fl(...) finite
@@ -75,7 +79,8 @@ struct hf_rows_source {
 template <class T, class Ops = f32>
 struct hf_rotation {
   static constexpr bool half = std::is_same_v<T, float16>;
-  static constexpr bool split = Ops::hf_split_products && (std::is_same_v<T, bfloat16> || half);
+  static constexpr bool split =
+      Ops::hf_split_products && (std::is_same_v<T, bfloat16> || (half && Ops::hf_split_float16));
   static constexpr float q = half ? 8192.0f : 65536.0f;
   static constexpr int registers = 4;
   typename Ops::vec c, s, c2, s2;
