@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -258,6 +259,43 @@ TEST_CASE("hf parity: the interleaved variant equals the per-op rounded referenc
   }
 }
 
+// 16-bit inputs with zeros, subnormals, tiny and huge values and infinities among ordinary ones,
+// against coefficients that are ordinary, tiny (subnormal products) or above 1 (products that
+// overflow to infinity), through every family the dispatcher offers: head dims 64, 128, 256,
+// partial rotary with ragged tails, both variants.
+template <class T>
+void check_specials(std::uint64_t seed) {
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0200, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x7c00, 0xfc00,
+                                    0x1400, 0x9400, 0x7800, 0x7a00, 0x3c00};
+  const std::uint16_t bf16_specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0040, 0x007f, 0x0080, 0x7f7f, 0xff7f, 0x7f80,
+                                         0xff80, 0x1f80, 0x9f80, 0x7f00, 0x7f40, 0x3f80};
+  const std::uint16_t* codes = std::is_same_v<T, float16> ? specials : bf16_specials;
+  for (bool interleave : {false, true})
+    for (int d : {64, 128, 256, 80})
+      for (int r : {d, d == 80 ? 50 : d / 2 + 2}) {
+        const std::int64_t tokens = 6, heads = 3;
+        std::vector<T> x = random_values<T>(static_cast<std::size_t>(tokens * heads * d), seed + static_cast<std::uint64_t>(d));
+        std::mt19937_64 g(seed + static_cast<std::uint64_t>(r));
+        for (std::size_t i = 0; i < x.size(); i += 1 + g() % 9) x[i] = T::from_bits(codes[g() % 16]);
+        std::vector<T> cos = random_values<T>(static_cast<std::size_t>(tokens * r), seed + 5),
+                       sin = random_values<T>(cos.size(), seed + 6);
+        for (std::int64_t t = 0; t < tokens; ++t)
+          for (int i = 0; i < r; ++i) {
+            const std::size_t at = static_cast<std::size_t>(t * r + i);
+            if (t == 1 && i % 3 == 0) sin[at] = T::from_bits(0x0003);  // subnormal k
+            if (t == 2) cos[at] = T(static_cast<float>(cos[at]) * 0x1p-12f);                              // tiny products
+            if (t >= 4) cos[at] = T(1.5f + static_cast<float>(cos[at]));                                  // above 1
+          }
+        INFO("head_dim " << d << ", rotary_dim " << r);
+        check_view(x, tokens, heads, heads * d, d, cos, sin, r, interleave);
+      }
+}
+
+TEST_CASE("hf parity: zeros, subnormals, overflow and infinities in 16-bit rotations", "[hf_parity]") {
+  check_specials<float16>(500);
+  check_specials<bfloat16>(600);
+}
+
 TEST_CASE("hf parity: PyTorch fixtures, 0 differing bits", "[hf_parity]") {
   for (const char* name : {"f32_d128", "f32_deepseek_interleave"}) {
     INFO(name);
@@ -459,29 +497,60 @@ TEST_CASE("hf parity: rejects bad arguments before writing", "[hf_parity]") {
 // is R(v) when 2^-126 <= |v| and fl(x k (2^16 + 1)) is finite, below 2^-125 in magnitude when
 // |v| < 2^-126, +0 when v = 0, and not finite when fl(...) is not. Every bfloat16 x against every
 // significand and sign of k at exponents across the range (subnormal k included).
-TEST_CASE("hf parity: bfloat16 split products round as the bits do", "[hf_parity]") {
-  const auto value = [](std::uint32_t code) { return static_cast<float>(bfloat16::from_bits(static_cast<std::uint16_t>(code))); };
-  std::size_t checked = 0, wrong = 0;
-  for (std::uint32_t exponent : {0u, 1u, 2u, 40u, 100u, 126u, 127u, 128u, 160u, 200u, 226u, 227u})
-    for (std::uint32_t low = 0; low < 256; ++low) {
-      const std::uint32_t k_code = ((low & 0x80u) << 8) | (exponent << 7) | (low & 0x7fu);
-      const float k = value(k_code), kq = k * 65536.0f, kq1 = k * 65537.0f;
+// f(gamma, p, v) for every finite x of T against k of every significand and sign at the given
+// exponents (every `step`-th significand): gamma = fl(x k (q + 1)), p = fma(-x, k q, gamma) and
+// v = x k exactly, with q = 2^16 (bfloat16) or 2^13 (float16).
+template <class T, class F>
+void for_each_split_product(std::initializer_list<std::uint32_t> exponents, std::uint32_t step, F f) {
+  constexpr bool half = std::is_same_v<T, float16>;
+  constexpr std::uint32_t bits = half ? 10 : 7;  // stored significand bits
+  constexpr float q = half ? 8192.0f : 65536.0f;
+  const auto value = [](std::uint32_t code) { return static_cast<float>(T::from_bits(static_cast<std::uint16_t>(code))); };
+  for (std::uint32_t exponent : exponents)
+    for (std::uint32_t low = 0; low < (2u << bits); low += step) {
+      const std::uint32_t k_code = ((low >> bits) << 15) | (exponent << bits) | (low & ((1u << bits) - 1));
+      const float k = value(k_code), kq = k * q, kq1 = k * (q + 1.0f);
       for (std::uint32_t x_code = 0; x_code < 65536; ++x_code) {
         const float x = value(x_code);
         if (!std::isfinite(x)) continue;
         const float gamma = x * kq1;
-        const float p = std::fma(-x, kq, gamma);
-        const double v = static_cast<double>(x) * static_cast<double>(k);
-        bool ok;
-        if (v == 0) ok = bits_of(p) == 0u;
-        else if (std::fabs(v) < 0x1p-126) ok = std::fabs(p) < 0x1p-125f;
-        else if (!std::isfinite(gamma)) ok = !std::isfinite(p);
-        else ok = bits_of(p) == bits_of(static_cast<float>(bfloat16(static_cast<float>(v))));
-        ++checked;
-        wrong += !ok;
+        f(gamma, std::fma(-x, kq, gamma), static_cast<double>(x) * static_cast<double>(k));
       }
     }
+}
+
+TEST_CASE("hf parity: bfloat16 split products round as the bits do", "[hf_parity]") {
+  std::size_t checked = 0, wrong = 0;
+  for_each_split_product<bfloat16>({0u, 1u, 2u, 40u, 100u, 126u, 127u, 128u, 160u, 200u, 226u, 227u}, 1,
+                                   [&](float gamma, float p, double v) {
+                                     bool ok;
+                                     if (v == 0) ok = bits_of(p) == 0u;
+                                     else if (std::fabs(v) < 0x1p-126) ok = std::fabs(p) < 0x1p-125f;
+                                     else if (!std::isfinite(gamma)) ok = !std::isfinite(p);
+                                     else ok = bits_of(p) == bits_of(static_cast<float>(bfloat16(static_cast<float>(v))));
+                                     ++checked;
+                                     wrong += !ok;
+                                   });
   INFO(checked << " products checked");
+  CHECK(wrong == 0);
+}
+
+// The same for float16 (q = 2^13): for x, k float16 and v = x k,
+//   p = fma(-x, k 2^13, fl(x k (2^13 + 1)))
+// is R(v) wherever the kernels take it: |fl(x k (2^13 + 1))| >= 2^-14 (2^13 + 1) and |v| <= 65504
+// (v = 0, where p is +0, is outside the first condition). Every float16 x against every third
+// significand, both signs, of k at exponents across the range (subnormal k included).
+TEST_CASE("hf parity: float16 split products round as the bits do", "[hf_parity]") {
+  std::size_t checked = 0, taken = 0, wrong = 0;
+  for_each_split_product<float16>({0u, 1u, 2u, 5u, 10u, 14u, 15u, 16u, 20u, 25u, 29u, 30u}, 3,
+                                  [&](float gamma, float p, double v) {
+                                    ++checked;
+                                    if (!(std::fabs(gamma) >= 0x1p-14f * 8193.0f) || std::fabs(v) > 65504.0) return;
+                                    ++taken;
+                                    wrong += bits_of(p) != bits_of(static_cast<float>(float16(static_cast<float>(v))));
+                                  });
+  INFO(checked << " products checked, " << taken << " in the split products' range");
+  CHECK(taken > checked / 2);
   CHECK(wrong == 0);
 }
 
@@ -522,55 +591,51 @@ TEST_CASE("hf parity: both AVX-512 bfloat16 roundings equal the scalar reference
       CHECK(differing == 0);
     }
 }
-// Every bfloat16 code as an input of each SIMD family's bfloat16 rotation (x86), called directly
-// against the scalar reference: coefficients of every class (signed zeros, subnormals, the
-// limits of the split products, infinities, NaN) in every combination over the channels, so ties,
-// subnormal and overflowing products, and NaN and infinity pass-through are all among them.
-TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_parity]") {
-  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80, 0x3f01, 0xbeff, 0x1f80,
-                                    0x5f80, 0x7180, 0xf200, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffa0, 0x3c23, 0xc2b7};
-  constexpr int count = sizeof specials / sizeof specials[0];
+// Every code of T (bfloat16, float16) as an input of each SIMD family's rotation (x86), called
+// directly against the scalar reference: coefficients of every class (signed zeros, subnormals,
+// the limits of the split products, magnitudes above 1, infinities, NaN) in every combination over
+// the channels, so ties, subnormal and overflowing products, and NaN and infinity pass-through are
+// all among them.
+template <class T, std::size_t count>
+void check_every_code(const std::uint16_t (&specials)[count],
+                      std::vector<std::pair<const char*, kernels::hf_rotate_kernel<T>>> families) {
   constexpr int r = 256, half = r / 2, heads = 65536 / half, tokens = 48;
-  std::vector<bfloat16> x(static_cast<std::size_t>(tokens) * heads * r);
-  std::vector<bfloat16> cos(static_cast<std::size_t>(tokens) * r), sin(cos.size());
+  std::vector<T> x(static_cast<std::size_t>(tokens) * heads * r);
+  std::vector<T> cos(static_cast<std::size_t>(tokens) * r), sin(cos.size());
   std::mt19937_64 g(7);
   for (int t = 0; t < tokens; ++t) {
     // Every code once as a first value of a pair and once as a second, paired differently per token.
     const std::uint32_t stride = 2 * static_cast<std::uint32_t>(t) + 1, offset = static_cast<std::uint32_t>(g());
     for (std::uint32_t i = 0; i < 65536; ++i) {
       const std::size_t head = i / half, channel = i % half, at = (static_cast<std::size_t>(t) * heads + head) * r + channel;
-      x[at] = bfloat16::from_bits(static_cast<std::uint16_t>(i));
-      x[at + half] = bfloat16::from_bits(static_cast<std::uint16_t>(i * stride + offset));
+      x[at] = T::from_bits(static_cast<std::uint16_t>(i));
+      x[at + half] = T::from_bits(static_cast<std::uint16_t>(i * stride + offset));
     }
     for (int i = 0; i < r; ++i) {
       const std::size_t at = static_cast<std::size_t>(t) * r + static_cast<std::size_t>(i);
-      cos[at] = bfloat16::from_bits(specials[(i + t) % count]);
-      sin[at] = bfloat16::from_bits(specials[(i / count + 3 * t) % count]);
+      cos[at] = T::from_bits(specials[static_cast<std::size_t>(i + t) % count]);
+      sin[at] = T::from_bits(specials[static_cast<std::size_t>(i / static_cast<int>(count) + 3 * t) % count]);
     }
-    // Some tokens with ordinary coefficients only (the split products' path for the whole token).
+    // Some tokens with ordinary coefficients only (the split products' path for the whole token),
+    // among them (t % 8 == 7) some scaled above 1, as an attention scaling does.
     if (t % 4 == 3)
       for (int i = 0; i < r; ++i) {
         const std::size_t at = static_cast<std::size_t>(t) * r + static_cast<std::size_t>(i);
-        cos[at] = bfloat16(std::cos(0.37f * static_cast<float>(i + t)));
-        sin[at] = bfloat16(std::sin(0.37f * static_cast<float>(i + t)));
+        const float scale = t % 8 == 7 ? 1.375f : 1.0f;
+        cos[at] = T(scale * std::cos(0.37f * static_cast<float>(i + t)));
+        sin[at] = T(scale * std::sin(0.37f * static_cast<float>(i + t)));
       }
   }
-  using kernel = void (*)(const kernels::token_rows<bfloat16>&, const kernels::pair_range&, const bfloat16*,
-                          const bfloat16*, std::int64_t);
-  std::vector<std::pair<const char*, kernel>> families;
-  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<bfloat16>);
-  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<bfloat16>);
-  if (kernels::has_avx512_bf16()) families.emplace_back("avx512_bf16", &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
   for (layout pairing : {layout::half, layout::interleaved}) {
     const kernels::pair_range range{0, half, half, pairing, false};
-    const auto rotate = [&](std::vector<bfloat16>& y, kernel k) {
-      const tensor_view<bfloat16> view{y.data(), tokens, heads, std::int64_t{heads} * r, r};
+    const auto rotate = [&](std::vector<T>& y, kernels::hf_rotate_kernel<T> k) {
+      const tensor_view<T> view{y.data(), tokens, heads, std::int64_t{heads} * r, r};
       k(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{r});
     };
-    std::vector<bfloat16> expected = x;
-    rotate(expected, &kernels::scalar::hf_rotate_rows<bfloat16>);
+    std::vector<T> expected = x;
+    rotate(expected, &kernels::scalar::hf_rotate_rows<T>);
     for (const auto& [name, k] : families) {
-      std::vector<bfloat16> y = x;
+      std::vector<T> y = x;
       rotate(y, k);
       std::size_t differing = 0;
       for (std::size_t i = 0; i < y.size(); ++i) {
@@ -583,6 +648,27 @@ TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_
       CHECK(differing == 0);
     }
   }
+}
+
+TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_parity]") {
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80, 0x3f01, 0xbeff, 0x1f80,
+                                    0x5f80, 0x7180, 0xf200, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffa0, 0x3c23, 0xc2b7};
+  std::vector<std::pair<const char*, kernels::hf_rotate_kernel<bfloat16>>> families;
+  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<bfloat16>);
+  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<bfloat16>);
+  if (kernels::has_avx512_bf16()) families.emplace_back("avx512_bf16", &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
+  check_every_code<bfloat16>(specials, families);
+}
+
+// float16: subnormal, tiny and huge coefficients (products below 2^-14 and above 65504), 1 and
+// its neighbours, coefficients above 1 (the overflow limit of the inputs), infinities and NaN.
+TEST_CASE("hf parity: every float16 code through each family's rotation", "[hf_parity]") {
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x3c00, 0xbc00, 0x3bff, 0xb801, 0x1c00,
+                                    0x0a00, 0x7bff, 0xfbff, 0x3e00, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x2e66, 0xc2b7};
+  std::vector<std::pair<const char*, kernels::hf_rotate_kernel<float16>>> families;
+  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<float16>);
+  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<float16>);
+  check_every_code<float16>(specials, families);
 }
 
 #endif

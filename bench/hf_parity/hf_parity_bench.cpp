@@ -51,7 +51,7 @@ void bench(benchmark::State& state, shape s, bool interleave) {
   const int calls = ropex_bench::calls_per_timing(bytes);
   const std::vector<T> initial(x.data(), x.data() + n);
   const auto refresh = [&] {
-    if (calls > 1) std::copy(initial.begin(), initial.end(), x.data());
+    std::copy(initial.begin(), initial.end(), x.data());
   };
   using clock = std::chrono::steady_clock;
   const auto timed = [&](auto&& f) {

@@ -284,6 +284,7 @@ struct f32 {
   }
   static vec set1(float v) { return _mm512_set1_ps(v); }
   static constexpr bool hf_split_products = true;
+  static constexpr bool hf_split_float16 = true;
   static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
   // vfpclassps 0xBF: NaN, zero, infinity or subnormal (every class but normal and negative).
   static bool any_not_normal(vec v, vec w) {
@@ -296,6 +297,14 @@ struct f32 {
                                        _mm512_and_si512(_mm512_castps_si512(w), magnitude));
     return _mm512_cmpgt_epu32_mask(m, _mm512_castps_si512(limit)) != 0;
   }
+  static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
+  // vrangeps: the larger or smaller magnitude of each lane, sign cleared (one operation).
+  static vec max_magnitude(vec v, vec w) { return _mm512_range_ps(v, w, 0x0B); }
+  static vec min_magnitude(vec v, vec w) { return _mm512_range_ps(v, w, 0x0A); }
+  // A NaN counts as below.
+  static bool any_below(vec v, vec limit) { return _mm512_cmp_ps_mask(v, limit, _CMP_NGE_UQ) != 0; }
+  static bool any_nan(vec v, vec w) { return _mm512_cmp_ps_mask(v, w, _CMP_UNORD_Q) != 0; }
 };
 
 #include "ropex/kernels/rotate_token.inl"

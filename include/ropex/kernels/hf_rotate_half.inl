@@ -23,6 +23,9 @@
 //                                      rounds twice). bfloat16 may skip the NaN case: every NaN
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
+// With hf_split_products: set1, fnma, any_not_normal, any_beyond (bfloat16); with
+// hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
+// any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
 // and the bfloat16 parity ops (bf16_by_parity), on NEON load_pairs (pairs_side_by_side false).
 #ifndef ROPEX_INSIDE
@@ -52,39 +55,61 @@ struct hf_rows_source {
   }
 };
 
-// Split products (f32::hf_split_products, T = bfloat16): R(x k) in two float operations instead
-// of a rounding on the bits (docs/formulas.md, section 5, has the proof):
-//   R(x k) = fma(-x, k 2^16, fl(x k (2^16 + 1)))      for 2^-126 <= |x k|, fl(...) finite
-// x k (two bfloat16) and k (2^16 + 1) are exact in float; the float rounding of x k 2^16 + x k
-// rounds x k to bfloat16's quantum, ties to even, and the fma removes the exact x k 2^16. It gives
-// +0 where R gives -0. A vector of pairs whose outputs are all normal and at least 2^-96 in
-// magnitude has every bit right (a product below 2^-126 can then not have changed them); any other
-// is computed again with every product rounded on its bits (rounded), as is a token with a
-// coefficient beyond 2^100. The tests check the formula for every bfloat16 x against k across the
-// range, and every bfloat16 code through each family's rotation.
+// Split products (f32::hf_split_products, T = bfloat16, and float16 with f32::hf_split_float16):
+// R(x k) in two float operations
+// instead of a rounding on the bits (docs/formulas.md, section 5, has the proofs): with q = 2^16
+// for bfloat16 (8 bits), 2^13 for float16 (11 bits),
+//   R(x k) = fma(-x, k q, fl(x k (q + 1)))      for x k in T's normal range, fl(...) finite
+// x k (two values of T) and k (q + 1) are exact in float; the float rounding of x k q + x k rounds
+// x k to T's quantum, ties to even, and the fma removes the exact x k q. It gives +0 where R gives
+// -0. bfloat16: a vector of pairs whose outputs are all normal and at least 2^-96 in magnitude has
+// every bit right (a product below 2^-126 can then not have changed them). float16: a product
+// below 2^-14 (float16's subnormals) is common enough that the outputs cannot vouch for it, so the
+// products themselves are checked (|fl(x k (q + 1))| >= (2^-14) (q + 1), zeros excluded), and the
+// inputs against the token's limit (|x| max|k| <= 65504: no product rounds to infinity; infinities
+// and NaNs excluded). Any other vector is computed again with every product rounded on its bits
+// (rounded), as is a token with a coefficient beyond 2^100 (bfloat16) or not finite (float16).
+// The tests check the formula for every x against k across the range, and every code of T through
+// each family's rotation.
 //
 // The rotation type (rotate_token.inl's `exact_rotation` has the contract) of HF's arithmetic:
-// c, s serve the first outputs, c2, s2 the second; with split products they hold k 2^16 and the
-// scaled members k (2^16 + 1), read from memory operands where registers run out (so registers
+// c, s serve the first outputs, c2, s2 the second; with split products they hold k q and the
+// scaled members k (q + 1), read from memory operands where registers run out (so registers
 // stays 4). Ops is f32, a parameter so that families without the split ops compile this.
 template <class T, class Ops = f32>
 struct hf_rotation {
-  static constexpr bool split = Ops::hf_split_products && std::is_same_v<T, bfloat16>;
-  static constexpr float q = 65536.0f;
+  static constexpr bool half = std::is_same_v<T, float16>;
+  static constexpr bool split =
+      Ops::hf_split_products && (std::is_same_v<T, bfloat16> || (half && Ops::hf_split_float16));
+  static constexpr float q = half ? 8192.0f : 65536.0f;
   static constexpr int registers = 4;
   typename Ops::vec c, s, c2, s2;
   typename Ops::vec cq, sq, c2q, s2q;  // split products only
+  typename Ops::vec limit;             // float16 split products: the largest |x| of the token
   bool round_trip;  // every product rounded on its own (c.. then hold k)
+  bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
     const typename Ops::vec zero = Ops::zero();
     hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
-                  zero, zero, zero, zero, !split};
+                  zero, zero, zero, zero, zero, !split, true};
     if constexpr (split) {
-      // Below 2^100, k 2^16 and k (2^16 + 1) are finite (a NaN is beyond every limit).
-      const typename Ops::vec limit = Ops::set1(0x1p100f);
-      r.round_trip = Ops::any_beyond(r.c, r.s, limit) || Ops::any_beyond(r.c2, r.s2, limit);
+      // bfloat16: below 2^100, k q and k (q + 1) are finite (a NaN is beyond every limit). float16:
+      // every finite k is below 65504.
+      const typename Ops::vec bound = Ops::set1(half ? 65504.0f : 0x1p100f);
+      r.round_trip = Ops::any_beyond(r.c, r.s, bound) || Ops::any_beyond(r.c2, r.s2, bound);
       if (r.round_trip) return r;
+      if constexpr (half) {
+        // fl(65504 / K) K < 65520 (K >= 1), so no product of |x| <= limit rounds to infinity.
+        const typename Ops::vec one = Ops::set1(1.0f);
+        r.bounded = !Ops::any_beyond(r.c, r.s, one) && !Ops::any_beyond(r.c2, r.s2, one);
+        r.limit = Ops::set1(65504.0f);
+        if (!r.bounded) {
+          const typename Ops::vec largest =
+              Ops::max(Ops::max_magnitude(Ops::max_magnitude(r.c, r.s), Ops::max_magnitude(r.c2, r.s2)), one);
+          r.limit = Ops::div(Ops::set1(65504.0f), largest);
+        }
+      }
       const typename Ops::vec scale = Ops::set1(q), scale_plus_one = Ops::set1(q + 1.0f);
       r.cq = Ops::mul(r.c, scale_plus_one);
       r.sq = Ops::mul(r.s, scale_plus_one);
@@ -97,19 +122,26 @@ struct hf_rotation {
     }
     return r;
   }
-  // R(x k) by split products; kq = k 2^16, kq1 = k (2^16 + 1).
-  ROPEX_ALWAYS_INLINE static typename Ops::vec product(typename Ops::vec x, typename Ops::vec kq,
-                                                       typename Ops::vec kq1) {
-    return Ops::fnma(x, kq, Ops::mul(x, kq1));
-  }
   // The outer R is the store's rounding to T.
   ROPEX_ALWAYS_INLINE void apply(typename Ops::vec& a, typename Ops::vec& b) const {
     if constexpr (split) {
       if (__builtin_expect(!round_trip, 1)) {
-        const typename Ops::vec first = Ops::sub(product(a, c, cq), product(b, s, sq));
-        const typename Ops::vec second = Ops::add(product(b, c2, c2q), product(a, s2, s2q));
-        const typename Ops::vec down = Ops::set1(0x1p-30f);  // below 2^-96 -> below 2^-126
-        if (__builtin_expect(!Ops::any_not_normal(Ops::mul(first, down), Ops::mul(second, down)), 1)) {
+        // x k (q + 1) of each product, then R(x k) = fma(-x, k q, that).
+        const typename Ops::vec ac = Ops::mul(a, cq), bs = Ops::mul(b, sq), bc = Ops::mul(b, c2q), as = Ops::mul(a, s2q);
+        const typename Ops::vec first = Ops::sub(Ops::fnma(a, c, ac), Ops::fnma(b, s, bs));
+        const typename Ops::vec second = Ops::add(Ops::fnma(b, c2, bc), Ops::fnma(a, s2, as));
+        bool exact;
+        if constexpr (half) {
+          const typename Ops::vec least = Ops::min_magnitude(Ops::min_magnitude(ac, bs), Ops::min_magnitude(bc, as));
+          // With every |k| <= 1 only an infinite or NaN x can spoil a product, and it makes the
+          // output NaN (inf - inf in the fma, or inf * 0): one unordered compare finds it.
+          const bool spoilt = bounded ? Ops::any_nan(first, second) : Ops::any_beyond(a, b, limit);
+          exact = !(Ops::any_below(least, Ops::set1(0x1p-14f * (q + 1.0f))) | spoilt);
+        } else {
+          const typename Ops::vec down = Ops::set1(0x1p-30f);  // below 2^-96 -> below 2^-126
+          exact = !Ops::any_not_normal(Ops::mul(first, down), Ops::mul(second, down));
+        }
+        if (__builtin_expect(exact, 1)) {
           a = first;
           b = second;
           return;
@@ -136,7 +168,7 @@ struct hf_rotation {
     }
     const typename Ops::vec unscale = Ops::set1(1.0f / q);
     return {Ops::mul(c, unscale), Ops::mul(s, unscale), Ops::mul(c2, unscale), Ops::mul(s2, unscale), cq, sq, c2q, s2q,
-            true};
+            limit, true, bounded};
   }
   // Both halves in one form: the round trip's if either needs it. (No recursion: GCC refuses to
   // inline an always_inline function into itself at -O1.)
@@ -160,7 +192,8 @@ struct hf_rotation {
   ROPEX_ALWAYS_INLINE static hf_rotation pick(const hf_rotation& lo, const hf_rotation& hi) {
     return {lanes<O, Even>(lo.c, hi.c),     lanes<O, Even>(lo.s, hi.s),     lanes<O, Even>(lo.c2, hi.c2),
             lanes<O, Even>(lo.s2, hi.s2),   lanes<O, Even>(lo.cq, hi.cq),   lanes<O, Even>(lo.sq, hi.sq),
-            lanes<O, Even>(lo.c2q, hi.c2q), lanes<O, Even>(lo.s2q, hi.s2q), lo.round_trip};
+            lanes<O, Even>(lo.c2q, hi.c2q), lanes<O, Even>(lo.s2q, hi.s2q), lanes<O, Even>(lo.limit, hi.limit),
+            lo.round_trip, lo.bounded && hi.bounded};
   }
 };
 

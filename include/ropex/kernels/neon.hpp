@@ -228,6 +228,7 @@ struct f32 {
   static vec sub(vec a, vec b) { return vsubq_f32(a, b); }
   // hf_rotate_half.inl's split products, untried on NEON: every product rounded on its bits.
   static constexpr bool hf_split_products = false;
+  static constexpr bool hf_split_float16 = false;
   template <class T>
   static vec round_to(vec v) {
     if constexpr (std::is_same_v<T, float>) {
