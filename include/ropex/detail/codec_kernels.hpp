@@ -155,13 +155,11 @@ struct avx512_bytes {
     std::memcpy(&out, &w, sizeof out);
   }
   ROPEX_CODEC_AVX512 static void narrow(const i32& v, i8& out) {
-    __m128i n = _mm512_maskz_cvtepi32_epi8(0xffff, _mm512_loadu_si512(&v));
-    __asm__("" : "+x"(n));
+    const __m128i n = _mm512_maskz_cvtepi32_epi8(0xffff, _mm512_loadu_si512(&v));
     std::memcpy(&out, &n, sizeof out);
   }
   ROPEX_CODEC_AVX512 static void narrow(const u32& v, u8& out) {
-    __m128i n = _mm512_maskz_cvtepi32_epi8(0xffff, _mm512_loadu_si512(&v));
-    __asm__("" : "+x"(n));
+    const __m128i n = _mm512_maskz_cvtepi32_epi8(0xffff, _mm512_loadu_si512(&v));
     std::memcpy(&out, &n, sizeof out);
   }
 };
