@@ -201,8 +201,8 @@ struct read_normed {
 // ---- blocks: what one step of a head loop rotates -----------------------------------------------
 // A block type has: pairs (per block), values (the T elements a block spans), registers (vector
 // registers its coefficients hold), coefficients + load_coefficients(cos, sin, n), rotate(head, half,
-// k, n, values) with n <= pairs (a full block is n == pairs; the compiler folds the constant) reading
-// x through `values` (stored_values, or normed_values where the block type reads floats), prefetch.
+// k, n, reader) with n <= pairs (a full block is n == pairs; the compiler folds the constant) reading
+// x through `reader` (stored_values, or normed_values where the block type reads floats), prefetch.
 
 // Half layout, storage widened to floats: a = x[i], b = x[i + half].
 template <class T, class R = exact_rotation>
@@ -214,9 +214,9 @@ struct half_block {
     return R::load(from, i, n);
   }
   template <class V>
-  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const V& values) {
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const V& reader) {
     T* b = a + half;
-    f32::vec xa = n == pairs ? values.load(a) : values.load(a, n), xb = n == pairs ? values.load(b) : values.load(b, n);
+    f32::vec xa = n == pairs ? reader.load(a) : reader.load(a, n), xb = n == pairs ? reader.load(b) : reader.load(b, n);
     k.apply(xa, xb);
     if (n == pairs) {
       f32::store(a, xa);
@@ -268,14 +268,14 @@ struct pair_block {
     return {O::pair_spread(c), O::pair_spread(s)};
   }
   template <class V>
-  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const V& values) {
+  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const V& reader) {
     if constexpr (O::pairs_side_by_side) {
-      typename O::vec v = n == pairs ? values.load(x) : values.load(x, 2 * n);
+      typename O::vec v = n == pairs ? reader.load(x) : reader.load(x, 2 * n);
       O::rotate_pairs(v, k.c, k.s);
       if (n == pairs) O::store(x, v);
       else O::store(x, v, 2 * n);
     } else {
-      typename O::pairs v = n == pairs ? values.template load_pairs<T, O>(x) : values.template load_pairs<T, O>(x, n);
+      typename O::pairs v = n == pairs ? reader.template load_pairs<T, O>(x) : reader.template load_pairs<T, O>(x, n);
       O::rotate_pairs(v, k.c, k.s);
       if (n == pairs) O::store_pairs(x, v);
       else O::store_pairs(x, v, n);
