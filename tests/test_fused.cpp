@@ -249,7 +249,7 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
   // leaves, normalised apart), both layouts, every weight form, padded and head-major views, and
   // more rows a token than a block keeps (the unfolded path).
   using ropex::kernels::isa;
-  const std::vector<float> w = random_floats(1024, 41);
+  const std::vector<float> w = random_floats(1025, 41);  // k_norm starts one in: 1024 + 1
   for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
     if (!ropex::kernels::isa_available(family)) continue;
     ropex::kernels::forced_isa guard(family);
