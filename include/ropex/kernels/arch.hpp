@@ -31,6 +31,13 @@
 #else
 #define ROPEX_ALWAYS_INLINE inline
 #endif
+// A function kept out of line where inlining it would make its callers too large to be inlined
+// themselves (the exact seed of a block, called once per 16 tokens).
+#if defined(__GNUC__) || defined(__clang__)
+#define ROPEX_NOINLINE __attribute__((noinline))
+#else
+#define ROPEX_NOINLINE
+#endif
 // The same for a lambda (after its parameter list).
 #if defined(__GNUC__) || defined(__clang__)
 #define ROPEX_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))

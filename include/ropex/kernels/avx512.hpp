@@ -333,6 +333,7 @@ namespace ropex::kernels::avx512_bf16 {
 
 using avx512::combine_lanes;
 using avx512::cos_sin_seed;
+using avx512::cos_sin_seed_inline;
 using avx512::f64;
 
 // avx512's ops with the bfloat16 merge replaced.

@@ -48,9 +48,12 @@ inline void exact_cos_sin_lanes(f64::vec p, f64::vec inv_freq, f64::vec& cos_r, 
   V::quadrant(q, c, s, cos_r, sin_r);
 }
 
-// Same contract as scalar::cos_sin_seed.
-inline void cos_sin_seed(std::int64_t position, const double* inv_freq, int n, double magnitude, double sign,
-                         double* cos_out, double* sin_out) {
+// Same contract as scalar::cos_sin_seed. The in-line form is for a kernel that reaches a new block
+// inside its token loop (rotate_token.inl's combined_source::walk), where the seed's chain of
+// double operations then overlaps the work around it instead of waiting behind a call; elsewhere
+// a call keeps the loops small.
+ROPEX_ALWAYS_INLINE void cos_sin_seed_inline(std::int64_t position, const double* inv_freq, int n, double magnitude,
+                                             double sign, double* cos_out, double* sin_out) {
   using V = f64;
   const V::vec p = V::set1(static_cast<double>(position));
   const V::vec m = V::set1(magnitude), sm = V::set1(sign * magnitude);
@@ -66,6 +69,10 @@ inline void cos_sin_seed(std::int64_t position, const double* inv_freq, int n, d
     V::store(cos_out + i, V::mul(m, c), n - i);
     V::store(sin_out + i, V::mul(sm, s), n - i);
   }
+}
+ROPEX_NOINLINE inline void cos_sin_seed(std::int64_t position, const double* inv_freq, int n, double magnitude,
+                                        double sign, double* cos_out, double* sin_out) {
+  cos_sin_seed_inline(position, inv_freq, n, magnitude, sign, cos_out, sin_out);
 }
 
 // The seed (c0, s0) turned by the step (ck, sk = sign * step sin) by angle addition, lane-wise:
