@@ -88,10 +88,9 @@ inline bool worth_prefetching(double bytes) {
 }
 
 // Prefetches the cache lines of count values of T starting prefetch_bytes after p (read, keep in
-// all levels: the kernel reads then writes them). Always in line, with the kernels' ops that call
-// it: GCC treats __builtin_prefetch as free of side effects, so a call to a function holding only
-// prefetches may be deleted as dead code once it is not inlined early (it was, in some AVX-512
-// kernels: no prefetch at all).
+// all levels: the kernel reads then writes them). Always in line, as are the kernels' ops that call
+// it: GCC treats __builtin_prefetch as free of side effects, so a call to a function that holds
+// only prefetches is deleted as dead code when it is not inlined early.
 template <class T>
 ROPEX_ALWAYS_INLINE void prefetch_ahead(const T* p, int count) {
   const char* c = reinterpret_cast<const char*>(p) + prefetch_bytes;

@@ -599,7 +599,8 @@ struct stored_source {
 struct combined_source {
   static constexpr bool pipelined = true;
   static bool read_ahead(const pair_range& range) { return range.prefetch; }
-  // In cache; past two blocks a head the fixed loop measured slower than held_token (Zen 5).
+  // Heads of up to two blocks: past that the in-line seed and the combine's registers crowd the
+  // heads' and held_token's call to the seed is as fast (Zen 5).
   static constexpr int fixed_blocks = 2;
   static constexpr bool fixed_read_ahead = false;
   // InlineSeed: a new block's seed is formed in line (fixed_tokens), where its chain of double
