@@ -246,14 +246,15 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
           "[fused]") {
   // The float path reads each value once through the norm (kernels' row_norm): odd head sizes
   // (tails of the sum of squares and of the rotation), partial rotary (channels the rotation
-  // leaves, normalised apart), both layouts, every weight form, padded and head-major views, and
-  // more rows a token than a block keeps (the unfolded path).
+  // leaves, normalised apart), heads of whole vector blocks (64: the kernels' fixed loop), both
+  // layouts, every weight form, padded and head-major views, and more rows a token than a block
+  // keeps (the unfolded path).
   using ropex::kernels::isa;
   const std::vector<float> w = random_floats(1025, 41);  // k_norm starts one in: 1024 + 1
   for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
     if (!ropex::kernels::isa_available(family)) continue;
     ropex::kernels::forced_isa guard(family);
-    for (int d : {8, 36, 128, 200, 1024})
+    for (int d : {8, 36, 64, 128, 200, 1024})
       for (layout pairing : {layout::half, layout::interleaved})
         for (int rotary : {0, d / 2 - (d / 2) % 2})
           for (int form = 0; form < 4; ++form) {
