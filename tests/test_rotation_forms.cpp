@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <ropex/ropex.hpp>
@@ -225,6 +226,84 @@ TEST_CASE("every parallel form equals its single call", "[forms][threads]") {
     CHECK(q1 != q0);  // the form did rotate
     CHECK(q1 == q2);
     CHECK(k1 == k2);
+  }
+}
+
+TEST_CASE("seeds a thread keeps between calls never change a value", "[forms][decode]") {
+  // Decode steps reuse the seed of the block the thread reached last (kernels/seed_memo.hpp):
+  // every call must keep the bits of the table path, whose rows are formed anew, through a run of
+  // positions (hits), apply / apply_inverse alternating (sign and magnitude in the key), more plans
+  // than the memo keeps, and plans made again at the address of a dropped one with other
+  // frequencies (where only the plan's id tells them apart).
+  const std::int64_t heads = 4;
+  for (kernels::isa isa : kernels::available_isas())
+    for (layout pairing : {layout::half, layout::interleaved})
+      for (int head_dim : {64, 128, 256}) {
+        kernels::forced_isa guard(isa);
+        INFO(kernels::isa_name(isa) << " " << (pairing == layout::half ? "half" : "interleaved") << " head_dim "
+                                    << head_dim);
+        const std::vector<float> x = random_floats(static_cast<std::size_t>(heads * head_dim), 11);
+        std::optional<rotary_embedding> rope;
+        for (int plan = 0; plan < 6; ++plan) {
+          rope.reset();
+          const rope_config cfg{head_dim, 0, 10000.0 * (plan + 1), pairing};
+          if (plan % 2 == 0) rope.emplace(cfg, plain{});
+          else rope.emplace(cfg, yarn{4, 1024});
+          const cos_sin_table table = rope->make_table(64);
+          for (std::int64_t p = 29; p < 64; p += plan % 3 == 0 ? 1 : 7)
+            for (bool inverse : {false, true}) {
+              std::vector<float> fly = x, tab = x, other = x;
+              const std::int64_t position[1] = {p};
+              const auto fly_view = contiguous_view(fly.data(), 1, heads, head_dim);
+              const auto tab_view = contiguous_view(tab.data(), 1, heads, head_dim);
+              const auto other_view = contiguous_view(other.data(), 1, heads, head_dim);
+              if (inverse) {
+                rope->apply(other_view, position);  // the same block under another key just before
+                rope->apply_inverse(fly_view, position);
+                if (plan % 2 == 1) continue;  // m != 1: the table's inverse divides by m^2 (tested above)
+                rope->apply_inverse(tab_view, position, table);
+              } else {
+                rope->apply_inverse(other_view, position);
+                rope->apply(fly_view, position);
+                rope->apply(tab_view, position, table);
+              }
+              INFO("plan " << plan << " position " << p << (inverse ? " inverse" : ""));
+              REQUIRE(same_bits(fly, tab));
+            }
+        }
+      }
+}
+
+TEST_CASE("a thread's kept seed is found by the plan, not by the frequencies' address", "[forms][decode]") {
+  // Frequencies rewritten in place under a new plan id (as a dropped plan's storage reused by the
+  // next one): the kernels must form the new seed, giving the bits of a call that keeps none.
+  const int pairs = 32;
+  std::vector<double> inv_freq(pairs);
+  for (kernels::isa isa : kernels::available_isas()) {
+    kernels::forced_isa guard(isa);
+    INFO(kernels::isa_name(isa));
+    const kernels::kernel_set<float>& kernel = kernels::active_kernels<float>();
+    for (int plan = 1; plan <= 3; ++plan) {
+      for (int i = 0; i < pairs; ++i) inv_freq[std::size_t(i)] = std::pow(1e4 * plan, -double(i) / pairs);
+      const angle_steps steps(inv_freq);
+      const std::int64_t position = 1000;
+      kernels::combined_angles angles;
+      angles.position = position;
+      angles.inv_freq = inv_freq.data();
+      angles.step_cos = steps.cos_row(0);
+      angles.step_sin = steps.sin_row(0);
+      angles.step_stride = steps.pairs();
+      const std::vector<float> x = random_floats(2 * pairs * 4, 5);
+      std::vector<float> kept = x, anew = x;
+      const auto rotate = [&](std::vector<float>& v, std::uint64_t id) {
+        const tensor_view<float> view = contiguous_view(v.data(), 1, 4, 2 * pairs);
+        angles.plan = id;
+        kernel.rotate_combined(detail::rows_of(&view, 1), {0, pairs, pairs, layout::half, false}, angles);
+      };
+      rotate(kept, (std::uint64_t{1} << 62) + std::uint64_t(plan));  // an id no table takes: kept
+      rotate(anew, 0);  // 0: formed on the call's stack
+      REQUIRE(same_bits(kept, anew));
+    }
   }
 }
 

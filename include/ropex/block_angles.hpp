@@ -21,6 +21,7 @@
 // rad at position 2^24 (angles.hpp).
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -35,7 +36,8 @@ namespace ropex {
 class angle_steps {
  public:
   angle_steps() = default;
-  explicit angle_steps(const std::vector<double>& inv_freq) : pairs_(static_cast<int>(inv_freq.size())) {
+  explicit angle_steps(const std::vector<double>& inv_freq)
+      : pairs_(static_cast<int>(inv_freq.size())), id_(next_id()) {
     const std::size_t n = static_cast<std::size_t>(angle_block) * inv_freq.size();
     cos_.resize(n);
     sin_.resize(n);
@@ -50,9 +52,17 @@ class angle_steps {
   int pairs() const { return pairs_; }
   const double* cos_row(int k) const { return cos_.data() + k * pairs_; }
   const double* sin_row(int k) const { return sin_.data() + k * pairs_; }
+  // Names these frequencies among every table made in the process (copies share it; 0: none):
+  // what a kernel may key values derived from them by, where an address could be reused.
+  std::uint64_t id() const { return id_; }
 
  private:
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> last{0};
+    return ++last;
+  }
   int pairs_ = 0;
+  std::uint64_t id_ = 0;
   std::vector<double> cos_, sin_;
 };
 

@@ -85,6 +85,7 @@ void rotate_on_the_fly(const kernels::kernel_set<T>& kernel, const kernels::toke
     angles.step_stride = steps.pairs();
     angles.magnitude = magnitude;
     angles.sign = sign;
+    angles.plan = steps.id();
     kernel.rotate_combined(rows, {first, last, half, pairing, prefetch}, angles);
   }
 }

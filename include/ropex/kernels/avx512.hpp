@@ -16,6 +16,7 @@
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
+#include "ropex/kernels/seed_memo.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/quantization.hpp"
 #include "ropex/types.hpp"

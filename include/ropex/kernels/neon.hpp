@@ -18,6 +18,7 @@
 #include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
+#include "ropex/kernels/seed_memo.hpp"
 #include "ropex/kernels/sincos.hpp"
 #include "ropex/quantization.hpp"
 #include "ropex/types.hpp"

@@ -591,11 +591,11 @@ struct stored_source {
   walk cursor() const { return {angles}; }
 };
 
-// The seed of the block last reached, on this call's stack; cos_sin_seed is this family's own.
-// Read a token ahead only where the rows stream from memory (the call prefetches): there the
-// combine's chain of double operations otherwise delays each token's first loads ((a) fly half
-// 0.89 -> 1.02 of the roofline, Zen 5); where the rows sit in L3 its operations compete with the
-// heads' instead ((b) fly half 0.85 -> 0.82 when read ahead).
+// Seeds where combined_source's cursor reads them, on this call's stack; cos_sin_seed is this
+// family's own. Read a token ahead only where the rows stream from memory (the call prefetches):
+// there the combine's chain of double operations otherwise delays each token's first loads ((a)
+// fly half 0.89 -> 1.02 of the roofline, Zen 5); where the rows sit in L3 its operations compete
+// with the heads' instead ((b) fly half 0.85 -> 0.82 when read ahead).
 struct combined_source {
   static constexpr bool pipelined = true;
   static bool read_ahead(const pair_range& range) { return range.prefetch; }
@@ -609,30 +609,55 @@ struct combined_source {
   struct walk {
     combined_angles angles;
     int n;
-    double* seed_cos;
-    double* seed_sin;
+    bool remember;    // seeds go through the thread's memo (a short call of a known plan)
+    double* own_cos;  // else the call's own seed storage
+    double* own_sin;
+    const double* seed_cos = nullptr;
+    const double* seed_sin = nullptr;
     std::int64_t start = 0;
-    bool seeded = false;
     ROPEX_ALWAYS_INLINE combined_coefficients at(std::int64_t t) {
       const combined_angles& a = angles;
       const std::int64_t p = a.positions ? a.positions[t] : a.position;
       const std::int64_t s = block_start(p);
-      if (!seeded || s != start) {
-        if (InlineSeed) cos_sin_seed_inline(s, a.inv_freq, n, a.magnitude, a.sign, seed_cos, seed_sin);
-        else cos_sin_seed(s, a.inv_freq, n, a.magnitude, a.sign, seed_cos, seed_sin);
+      if (seed_cos == nullptr || s != start) {
+        reach(s);
         start = s;
-        seeded = true;
       }
       const std::int64_t k = (p - s) * a.step_stride;
       return {seed_cos, seed_sin, a.step_cos + k, a.step_sin + k, a.sign};
     }
+    ROPEX_ALWAYS_INLINE void seed(std::int64_t s, double* cos, double* sin) const {
+      if (InlineSeed) cos_sin_seed_inline(s, angles.inv_freq, n, angles.magnitude, angles.sign, cos, sin);
+      else cos_sin_seed(s, angles.inv_freq, n, angles.magnitude, angles.sign, cos, sin);
+    }
+    // The seed of block s: the thread's memo (kernels/seed_memo.hpp; out of line, to keep the
+    // look-up out of the loops of long calls), or formed on the stack.
+    ROPEX_ALWAYS_INLINE void reach(std::int64_t s) {
+      if (remember) return recall(s);
+      seed(s, own_cos, own_sin);
+      seed_cos = own_cos;
+      seed_sin = own_sin;
+    }
+    ROPEX_NOINLINE void recall(std::int64_t s) {
+      const seed_memo::entry& e = thread_seeds.find(&cos_sin_seed, angles, n, s, [&](double* cos, double* sin) {
+        cos_sin_seed(s, angles.inv_freq, n, angles.magnitude, angles.sign, cos, sin);
+      });
+      seed_cos = e.cos;
+      seed_sin = e.sin;
+    }
   };
-  combined_source(const combined_angles& a, int pairs) : state{a, pairs, seed_cos, seed_sin} {}
+  // Calls of a block's worth of tokens or fewer (decode steps, small batches) remember their seeds:
+  // longer ones reach a new block every 16 tokens and would only pay the memo's look-up.
+  combined_source(const combined_angles& a, int pairs, std::int64_t tokens)
+      : state{a, pairs, a.plan != 0 && pairs <= seed_memo::capacity && tokens <= angle_block, seed_cos, seed_sin} {}
   walk<false> state;
   alignas(64) double seed_cos[max_combined_pairs];
   alignas(64) double seed_sin[max_combined_pairs];
   combined_coefficients at(std::int64_t t) { return state.at(t); }
-  walk<true> cursor() const { return {state.angles, state.n, state.seed_cos, state.seed_sin, state.start, state.seeded}; }
+  walk<true> cursor() const {
+    return {state.angles, state.n, state.remember, state.own_cos, state.own_sin, state.seed_cos, state.seed_sin,
+            state.start};
+  }
 };
 
 // Up to how many whole blocks a source's heads take fixed_tokens (0: never; a source with
@@ -701,7 +726,7 @@ void rotate_rows(const token_rows<T>& rows, const pair_range& range, const store
 }
 template <class T>
 void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combined_angles& angles) {
-  combined_source source{angles, range.last - range.first};
+  combined_source source{angles, range.last - range.first, rows.tokens};
   rotate_batch(rows, range, source);
 }
 

@@ -94,6 +94,7 @@ struct combined_angles {
   const double* step_sin = nullptr;
   std::int64_t step_stride = 0;
   double magnitude = 1, sign = 1;
+  std::uint64_t plan = 0;  // angle_steps::id() of inv_freq (0: unknown): keys the thread's last seed
 };
 
 // Pairs per call of the combined form (the seed the kernel keeps on its stack: 8 KiB); the
