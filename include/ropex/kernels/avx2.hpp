@@ -193,6 +193,8 @@ struct f32 {
   static pair_coefficient pair_spread(vec v) {
     return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
   }
+  static constexpr bool pairs_from_doubles = true;
+  static pair_coefficient pair_spread_doubles(f64::vec v) { return pair_spread(_mm256_castps128_ps256(_mm256_cvtpd_ps(v))); }
   static void rotate_pairs(vec& v, pair_coefficient c, pair_coefficient s) {
     v = _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), s));
   }

@@ -227,6 +227,10 @@ struct f32 {
   static pair_coefficient pair_spread(vec v) {
     return _mm512_permutexvar_ps(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), v);
   }
+  // pair_spread of the 8 floats of 8 doubles (each rounded once): no insert of an upper half that
+  // the spread does not read.
+  static constexpr bool pairs_from_doubles = true;
+  static pair_coefficient pair_spread_doubles(f64::vec v) { return pair_spread(_mm512_castps256_ps512(_mm512_cvtpd_ps(v))); }
   static void rotate_pairs(vec& v, pair_coefficient c, pair_coefficient s) {
     v = _mm512_fmaddsub_ps(v, c, _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), s));
   }

@@ -26,6 +26,8 @@
 //                                      holds them de-interleaved, through load_pairs(p[, n]) and
 //                                      store_pairs(p, v[, n]) with n <= pair_lanes pairs (NEON)
 //   pair_spread(v)                     the first pair_lanes floats of v in the form rotate_pairs wants
+//   pair_spread_doubles(v) (optional,  the same from f64::lanes == pair_lanes doubles, each rounded
+//   with pairs_from_doubles = true)    once (on-the-fly angles skip forming a whole float vector)
 //   rotate_pairs(v, c, s)              the rotation of every pair, the same operations as rotate()
 // bfloat16 split by lane parity (only when f32::bf16_by_parity; the x86 families):
 //   bits, load_bits(p, n), store_bits(p, v, n)   2 * lanes raw bfloat16 values, n <= 2 * lanes
@@ -75,6 +77,9 @@ struct combined_coefficients {
     const f64::vec sk = f64::mul(f64::set1(sign), full ? f64::load(step_sin + i) : f64::load(step_sin + i, n));
     combine_lanes(c0, s0, ck, sk, c, s);
   }
+  // One double vector of pairs [i, i + n), n <= f64::lanes, for pair_block's spread coefficients.
+  static constexpr bool pairs_from_doubles = true;
+  ROPEX_ALWAYS_INLINE void pairs_at(int i, int n, f64::vec& c, f64::vec& s) const { half_at(i, n, c, s); }
   ROPEX_ALWAYS_INLINE void at(int i, int n, f32::vec& c, f32::vec& s) const {
     static_assert(f32::lanes == 2 * f64::lanes, "a float vector is two double vectors");
     f64::vec c_lo, s_lo, c_hi, s_hi;
@@ -253,6 +258,16 @@ struct half_block_numbers : half_block<T> {
   }
 };
 
+// Whether pair_block takes Source's pairs as one double vector (combined_coefficients) straight
+// into O's spread form: O has pair_spread_doubles and a step of f64::lanes pairs.
+template <class X, class = void>
+struct pairs_from_doubles : std::false_type {};
+template <class X>
+struct pairs_from_doubles<X, std::void_t<decltype(X::pairs_from_doubles)>> : std::bool_constant<X::pairs_from_doubles> {};
+template <class Source, class O>
+struct spreads_doubles
+    : std::bool_constant<pairs_from_doubles<Source>::value && pairs_from_doubles<O>::value && O::pair_lanes == f64::lanes> {};
+
 // Interleaved layout, storage widened to floats. x86 holds the pairs side by side in one vector
 // (load, rotate_pairs, store); NEON de-interleaves them into two (load_pairs / store_pairs).
 template <class T, class O = f32>
@@ -263,9 +278,15 @@ struct pair_block {
   };
   template <class Source>
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const Source& from, int i, int n) {
-    typename O::vec c, s;
-    from.at(i, n, c, s);
-    return {O::pair_spread(c), O::pair_spread(s)};
+    if constexpr (spreads_doubles<Source, O>::value) {
+      f64::vec c, s;
+      from.pairs_at(i, n, c, s);
+      return {O::pair_spread_doubles(c), O::pair_spread_doubles(s)};
+    } else {
+      typename O::vec c, s;
+      from.at(i, n, c, s);
+      return {O::pair_spread(c), O::pair_spread(s)};
+    }
   }
   template <class V>
   ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const V& reader) {
