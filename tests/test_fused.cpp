@@ -489,6 +489,37 @@ TEMPLATE_TEST_CASE("rope_append_kv of a prefill whose q rotates in a call of its
   check_append_1d<C>(rope, positions, shape, {rows_in::separate, rows_in::qkv});
 }
 
+TEMPLATE_TEST_CASE("rope_append_kv rotates keys straight into the cache with every family's bits", "[fused]", float,
+                   float16, float8_e4m3) {
+  // A decode step with every channel rotated and k's rows laid out as the destination's (the
+  // cache's nhd slot, or the scratch of a converting cache): the kernels read k and write the
+  // rotated rows there (token_rows' source), in both layouts, with vector tails (head_dim 40) and
+  // through the bfloat16 parity blocks of x86; hnd caches, strided k and runs of several tokens
+  // take the copy. Each family against its own apply.
+  using C = TestType;
+  using kernels::isa;
+  const std::vector<std::int64_t> positions{7, 8, 9, 4095, 4096, 1 << 20};
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!kernels::isa_available(family)) continue;
+    kernels::forced_isa guard(family);
+    for (layout pairing : {layout::half, layout::interleaved})
+      for (int d : {40, 128}) {
+        INFO("family " << int(family) << " layout " << int(pairing) << " head_dim " << d);
+        const rotary_embedding rope(rope_config{d, 0, 1e4, pairing}, yarn{4.0, 2048});
+        for (std::int64_t tokens : {1, 6}) {
+          append_case shape;
+          shape.tokens = tokens;
+          shape.q_heads = 6;
+          shape.kv_heads = 3;
+          shape.slots = {9, 5, 6, 7, -1, 12};  // one slot; a run in a block, padding, a lone slot
+          shape.slots.resize(std::size_t(tokens));
+          const std::vector<std::int64_t> at(positions.begin() + (tokens == 1 ? 5 : 0), positions.end());
+          check_append_1d<C>(rope, at, shape, {rows_in::separate, rows_in::qkv});
+        }
+      }
+  }
+}
+
 TEST_CASE("rope_append_kv rejects caches that do not fit the call, naming the field", "[fused]") {
   const int d = 32;
   const rotary_embedding rope(rope_config{d}, plain{});

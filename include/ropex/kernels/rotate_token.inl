@@ -140,6 +140,42 @@ struct stored_values {
   ROPEX_ALWAYS_INLINE static typename O::pairs load_pairs(const T* p, int n) {
     return O::load_pairs(p, n);
   }
+  template <class T, class O = f32>
+  ROPEX_ALWAYS_INLINE static typename O::bits load_bits(const T* p, int n) {
+    return O::load_bits(p, n);
+  }
+};
+
+// moved_values reads each value at the same place of another row (token_rows' source), so the
+// rotation writes its result to rows other than its input's.
+template <class T>
+struct moved_values {
+  const T* head;    // where the written head's blocks start (their pointers are into it)
+  const T* source;  // the same place in the source row
+  template <class U>
+  ROPEX_ALWAYS_INLINE const U* from(const U* p) const {
+    return source + (p - head);
+  }
+  template <class U>
+  ROPEX_ALWAYS_INLINE f32::vec load(const U* p) const {
+    return f32::load(from(p));
+  }
+  template <class U>
+  ROPEX_ALWAYS_INLINE f32::vec load(const U* p, int n) const {
+    return f32::load(from(p), n);
+  }
+  template <class U, class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::pairs load_pairs(const U* p) const {
+    return O::load_pairs(from(p));
+  }
+  template <class U, class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::pairs load_pairs(const U* p, int n) const {
+    return O::load_pairs(from(p), n);
+  }
+  template <class U, class O = f32>
+  ROPEX_ALWAYS_INLINE typename O::bits load_bits(const U* p, int n) const {
+    return O::load_bits(from(p), n);
+  }
 };
 
 struct normed_values {
@@ -181,6 +217,18 @@ struct read_stored {
   template <class T>
   ROPEX_ALWAYS_INLINE static stored_values head(const token_rows<T>&, int, std::int64_t, std::int64_t, const T*, int) {
     return {};
+  }
+};
+// read_moved: rows with a source (token_rows); tensors without one are read in place.
+struct read_moved {
+  static constexpr bool prefetch_heads = false;  // moved rows are a decode step's, in cache
+  template <class T>
+  ROPEX_ALWAYS_INLINE static void token(const token_rows<T>&, std::int64_t, int, bool) {}
+  template <class T>
+  ROPEX_ALWAYS_INLINE static moved_values<T> head(const token_rows<T>& rows, int v, std::int64_t t, std::int64_t h,
+                                                  const T* p, int offset) {
+    const auto& x = rows.tensors[v];
+    return {p, x.source ? x.source + t * x.token_stride + h * x.head_stride + offset : p};
   }
 };
 struct read_normed {
@@ -319,9 +367,10 @@ struct half_block_by_parity {
     const R lo = R::load(from, i, n0), hi = n1 > 0 ? R::load(from, i + O::lanes, n1) : R{};
     return {R::template even<O>(lo, hi), R::template odd<O>(lo, hi)};
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const stored_values&) {
+  template <class V>
+  ROPEX_ALWAYS_INLINE static void rotate(T* a, int half, const coefficients& k, int n, const V& reader) {
     T* b = a + half;
-    const typename O::bits va = O::load_bits(a, n), vb = O::load_bits(b, n);
+    const typename O::bits va = reader.template load_bits<T, O>(a, n), vb = reader.template load_bits<T, O>(b, n);
     typename O::vec ae = O::bf16_even(va), ao = O::bf16_odd(va), be = O::bf16_even(vb), bo = O::bf16_odd(vb);
     k.even.apply(ae, be);
     k.odd.apply(ao, bo);
@@ -348,8 +397,9 @@ struct pair_block_by_parity {
     from.at(i, n, k.c, k.s);
     return k;
   }
-  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const stored_values&) {
-    const typename O::bits v = O::load_bits(x, 2 * n);
+  template <class V>
+  ROPEX_ALWAYS_INLINE static void rotate(T* x, int /*half*/, const coefficients& k, int n, const V& reader) {
+    const typename O::bits v = reader.template load_bits<T, O>(x, 2 * n);
     typename O::vec a = O::bf16_even(v), b = O::bf16_odd(v);
     O::rotate(a, b, k.c, k.s);
     O::store_bits(x, O::bf16_merge(a, b), 2 * n);
@@ -730,12 +780,16 @@ void rotate_batch_read(const token_rows<T>& rows, const pair_range& range, Sourc
   else rotate_batch_as<pair_block_for<T>, Read>(rows, range, source, 2 * range.first);
 }
 
-// Rows with a norm (row_norm, float only) read their values through it.
+// Rows with a norm (row_norm, float only) read their values through it, rows with a source from
+// there (float, float16, bfloat16).
 template <class T, class Source>
 void rotate_batch(const token_rows<T>& rows, const pair_range& range, Source& source) {
   if (range.last <= range.first) return;
   if constexpr (std::is_same_v<T, float>)
     if (rows.tensors[0].norm.inv_rms != nullptr) return rotate_batch_read<read_normed>(rows, range, source);
+  if constexpr (is_storage_type_v<T>)
+    if (rows.tensors[0].source != nullptr || (rows.count > 1 && rows.tensors[1].source != nullptr))
+      return rotate_batch_read<read_moved>(rows, range, source);
   rotate_batch_read<read_stored>(rows, range, source);
 }
 

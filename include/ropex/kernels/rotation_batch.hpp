@@ -34,13 +34,17 @@ struct row_norm {
 // The rows of up to two tensors (q and k) for the same tokens. Token t of tensor v starts at
 // data + t * token_stride, or, when `scattered` is set (one tensor), at scattered[t]: the slots
 // of a paged cache. Each token has `heads` heads, head_stride elements apart. `norm`: every
-// tensor has one or none; never with scattered rows.
+// tensor has one or none; never with scattered rows. `source`: the values are read from these rows
+// (same strides, no overlap with data) and written rotated to data - a rotation that leaves its
+// input as it was without a copy first (fused.hpp's appends); null: in place. Not with a norm, with
+// scattered rows, for int8/FP8 codes or in the parity kernels.
 template <class T>
 struct token_rows {
   struct tensor {
     T* data = nullptr;
     std::int64_t token_stride = 0, heads = 0, head_stride = 0;
     row_norm norm = {};
+    const T* source = nullptr;
   };
   tensor tensors[2];
   int count = 0;
@@ -56,6 +60,7 @@ struct token_rows {
     else
       for (int v = 0; v < count; ++v) {
         s.tensors[v].data = tensors[v].data + begin * tensors[v].token_stride;
+        if (tensors[v].source) s.tensors[v].source = tensors[v].source + begin * tensors[v].token_stride;
         if (tensors[v].norm.inv_rms) s.tensors[v].norm.inv_rms = tensors[v].norm.inv_rms + begin * tensors[v].heads;
       }
     return s;
