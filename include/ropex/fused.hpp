@@ -344,15 +344,22 @@ bool rotates_into(const rotary_embedding& rope, const Positions& positions, cons
          positions.rotated_channels(rope) == rope.config().head_dim;
 }
 
-// k's rows of tokens [first, first + to.tokens) rotated into `to` (rotates_into), q's rows of the
-// same tokens in place with them when with_q.
+// k's rows of tokens [first, first + to.tokens) rotated into `to`, q's rows of the same tokens in
+// place with them when with_q: read from k by the kernels (token_rows' source) in a call that sits
+// in cache where rotates_into allows, else copied to `to` and rotated there.
 template <class T, class Positions>
 void rotate_keys_into(const rotary_embedding& rope, const Positions& positions, const tensor_view<T>& q,
-                      const tensor_view<T>& keys, const tensor_view<T>& to, std::int64_t first, bool with_q) {
-  const tensor_view<T> views[2] = {sub_view(q, first, to.tokens, 0, q.heads), to};
-  kernels::token_rows<T> rows = with_q ? rows_of(views, 2) : rows_of(views + 1, 1);
-  rows.tensors[rows.count - 1].source = keys.data;
-  positions.apply_rows(rope, rows, first, false);
+                      const tensor_view<T>& keys, const tensor_view<T>& to, std::int64_t first, bool with_q,
+                      bool in_cache) {
+  if (in_cache && rotates_into(rope, positions, keys, to)) {
+    const tensor_view<T> views[2] = {sub_view(q, first, to.tokens, 0, q.heads), to};
+    kernels::token_rows<T> rows = with_q ? rows_of(views, 2) : rows_of(views + 1, 1);
+    rows.tensors[rows.count - 1].source = keys.data;
+    return positions.apply_rows(rope, rows, first, false);
+  }
+  copy_rows(keys, to, rope.config().head_dim);
+  if (with_q) positions.apply(rope, sub_view(q, first, to.tokens, 0, q.heads), to, first);
+  else positions.apply(rope, to, first);
 }
 
 // C == T: k's rows are copied into their cache slots and rotated there, one kernel call per run
@@ -378,13 +385,7 @@ void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, co
       end = slot_run_end(slot_mapping, t, tokens, cache.block_size, step);
       const tensor_view<T> rows = slot_run_view(cache, cache.k, slot_mapping[t], end - t);
       const tensor_view<T> keys = sub_view(k, t, end - t, 0, k.heads);
-      if (with_q && rotates_into(rope, positions, keys, rows)) {
-        rotate_keys_into(rope, positions, q, keys, rows, t, true);
-      } else {
-        copy_rows(keys, rows, d);
-        if (with_q) positions.apply(rope, sub_view(q, t, end - t, 0, q.heads), rows, t);
-        else positions.apply(rope, rows, t);
-      }
+      rotate_keys_into(rope, positions, q, keys, rows, t, with_q, with_q);
     }
     t = end;
   }
@@ -405,15 +406,7 @@ void append_k_through_scratch(const rotary_embedding& rope, const tensor_view<T>
   alignas(64) T scratch[fused_scratch_floats];
   const auto rotate_and_store = [&](const tensor_view<T>& block, std::int64_t first, std::int64_t first_head) {
     const tensor_view<T> rotated = contiguous_view(scratch, block.tokens, block.heads, d);
-    if (with_q && rotates_into(rope, positions, block, rotated)) {
-      rotate_keys_into(rope, positions, q, block, rotated, first, whole_tokens);
-    } else {
-      copy_rows(block, rotated, d);
-      if (whole_tokens)
-        positions.apply(rope, sub_view(q, first, block.tokens, 0, q.heads), rotated, first);
-      else
-        positions.apply(rope, rotated, first);
-    }
+    rotate_keys_into(rope, positions, q, block, rotated, first, whole_tokens, with_q);
     for (std::int64_t t = 0; t < block.tokens; ++t)
       if (slot_mapping[first + t] >= 0)
         store_token(codec, scratch + t * block.heads * d, d, cache, cache.k, slot_mapping[first + t], first_head,

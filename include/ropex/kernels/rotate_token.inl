@@ -77,9 +77,8 @@ struct combined_coefficients {
     const f64::vec sk = f64::mul(f64::set1(sign), full ? f64::load(step_sin + i) : f64::load(step_sin + i, n));
     combine_lanes(c0, s0, ck, sk, c, s);
   }
-  // One double vector of pairs [i, i + n), n <= f64::lanes, for pair_block's spread coefficients.
+  // half_at gives pair_block's spread coefficients as one double vector (n <= f64::lanes).
   static constexpr bool pairs_from_doubles = true;
-  ROPEX_ALWAYS_INLINE void pairs_at(int i, int n, f64::vec& c, f64::vec& s) const { half_at(i, n, c, s); }
   ROPEX_ALWAYS_INLINE void at(int i, int n, f32::vec& c, f32::vec& s) const {
     static_assert(f32::lanes == 2 * f64::lanes, "a float vector is two double vectors");
     f64::vec c_lo, s_lo, c_hi, s_hi;
@@ -152,18 +151,9 @@ template <class T>
 struct moved_values {
   const T* head;    // where the written head's blocks start (their pointers are into it)
   const T* source;  // the same place in the source row
-  template <class U>
-  ROPEX_ALWAYS_INLINE const U* from(const U* p) const {
-    return source + (p - head);
-  }
-  template <class U>
-  ROPEX_ALWAYS_INLINE f32::vec load(const U* p) const {
-    return f32::load(from(p));
-  }
-  template <class U>
-  ROPEX_ALWAYS_INLINE f32::vec load(const U* p, int n) const {
-    return f32::load(from(p), n);
-  }
+  ROPEX_ALWAYS_INLINE const T* from(const T* p) const { return source + (p - head); }
+  ROPEX_ALWAYS_INLINE f32::vec load(const T* p) const { return f32::load(from(p)); }
+  ROPEX_ALWAYS_INLINE f32::vec load(const T* p, int n) const { return f32::load(from(p), n); }
   template <class U, class O = f32>
   ROPEX_ALWAYS_INLINE typename O::pairs load_pairs(const U* p) const {
     return O::load_pairs(from(p));
@@ -328,7 +318,7 @@ struct pair_block {
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const Source& from, int i, int n) {
     if constexpr (spreads_doubles<Source, O>::value) {
       f64::vec c, s;
-      from.pairs_at(i, n, c, s);
+      from.half_at(i, n, c, s);
       return {O::pair_spread_doubles(c), O::pair_spread_doubles(s)};
     } else {
       typename O::vec c, s;
