@@ -87,15 +87,20 @@ inline bool worth_prefetching(double bytes) {
   return bytes > (forced >= 0 ? forced : prefetch_threshold_bytes());
 }
 
-// Prefetches the cache lines of count values of T starting prefetch_bytes after p (read, keep in
-// all levels: the kernel reads then writes them). Always in line, as are the kernels' ops that call
-// it: GCC treats __builtin_prefetch as free of side effects, so a call to a function that holds
-// only prefetches is deleted as dead code when it is not inlined early.
+// Prefetches the cache lines of count values of T at p (read, keep in all levels: the kernel reads
+// then writes them). Always in line, as are the kernels' ops that call it: GCC treats
+// __builtin_prefetch as free of side effects, so a call to a function that holds only prefetches
+// is deleted as dead code when it is not inlined early.
 template <class T>
-ROPEX_ALWAYS_INLINE void prefetch_ahead(const T* p, int count) {
-  const char* c = reinterpret_cast<const char*>(p) + prefetch_bytes;
+ROPEX_ALWAYS_INLINE void prefetch_lines(const T* p, int count) {
+  const char* c = reinterpret_cast<const char*>(p);
   const int bytes = count * static_cast<int>(sizeof(T));
   for (int offset = 0; offset < bytes; offset += 64) __builtin_prefetch(c + offset, 0, 3);
+}
+// The same prefetch_bytes after p: the rows a kernel reaches soon.
+template <class T>
+ROPEX_ALWAYS_INLINE void prefetch_ahead(const T* p, int count) {
+  prefetch_lines(reinterpret_cast<const char*>(p) + prefetch_bytes, count * static_cast<int>(sizeof(T)));
 }
 
 }  // namespace ropex::kernels
