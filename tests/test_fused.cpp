@@ -248,12 +248,15 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
   // (tails of the sum of squares and of the rotation), partial rotary (channels the rotation
   // leaves, normalised apart), heads of whole vector blocks (64: the kernels' fixed loop), both
   // layouts, every weight form, padded and head-major views, and more rows a token than a block
-  // keeps (the unfolded path).
+  // keeps (the unfolded path); in cache and as calls that stream from memory (threshold 0: the
+  // kernels' prefetching loops, each head fetching the next token's).
   using ropex::kernels::isa;
   const std::vector<float> w = random_floats(1025, 41);  // k_norm starts one in: 1024 + 1
-  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon})
+  for (bool streaming : {false, true}) {
     if (!ropex::kernels::isa_available(family)) continue;
     ropex::kernels::forced_isa guard(family);
+    const ropex::kernels::forced_prefetch_threshold threshold(streaming ? 0.0 : -1.0);
     for (int d : {8, 36, 64, 128, 200, 1024})
       for (layout pairing : {layout::half, layout::interleaved})
         for (int rotary : {0, d / 2 - (d / 2) % 2})
@@ -276,7 +279,8 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
             };
             const rms_norm q_norm{form == 0 ? nullptr : w.data(), 1e-6, form == 2};
             const rms_norm k_norm{form == 3 ? nullptr : w.data() + 1, 1e-5, form != 1};
-            INFO(ropex::kernels::isa_name(family) << " d " << d << " rotary " << rotary << " form " << form);
+            INFO(ropex::kernels::isa_name(family) << (streaming ? " streaming" : "") << " d " << d << " rotary "
+                                                  << rotary << " form " << form);
             std::vector<float> fused = x, separate = x;
             auto [fq, fk] = views(fused);
             norm_rope(rope, fq, fk, positions.data(), q_norm, k_norm);

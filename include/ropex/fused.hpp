@@ -240,12 +240,11 @@ inline void normalize_channels(const tensor_view<float>& x, int from, int d, con
 // rows (a read and a write of each) is gone, and each row is read from memory once, by the sum of
 // squares, just before its rotation reads it again from L1. Blocks of tokens bound the inverse
 // RMS kept on the stack; channels past the rotated ones take them afterwards.
-// Only for calls whose rows sit in cache (below kernels/prefetch.hpp's threshold): there it is
-// ~1.35x faster than the norm's pass then the rotation (Qwen3-8B shapes on Zen 5: 16 tokens 0.21
-// -> 0.29 of the roofline, one token 0.14 -> 0.19). Where the rows stream from memory it was
-// slower (4096 tokens 0.70 -> 0.63-0.67, also with the sums of squares prefetching): the rotation
-// of a token's rows then leaves the memory idle, which the separate norm pass, a long stream of
-// reads, does not. false: not taken (a streaming call, or more rows a token than a block keeps).
+// Qwen3-8B shapes on Zen 5, against the norm's pass then the rotation in blocks that stay in L2:
+// 16 tokens 0.21 -> 0.29 of the roofline, one token 0.14 -> 0.19; 4096 tokens, which stream from
+// memory, 0.77-0.81 -> 0.82-0.88, where the rotation of each head prefetches the same head of the
+// next token (kernels' read_normed): without it the memory would idle while a token is rotated.
+// false: not taken (more rows a token than a block keeps).
 template <class Positions>
 bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q, const tensor_view<float>& k,
                       const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {
@@ -253,7 +252,6 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
   const std::int64_t rows_per_token = q.heads + k.heads;
   if (rows_per_token > fused_norm_rows) return false;
   const bool prefetch = kernels::worth_prefetching(double(q.tokens) * double(rows_per_token) * d * sizeof(float));
-  if (prefetch) return false;
   const std::int64_t step = std::max<std::int64_t>(1, fused_norm_rows / std::max<std::int64_t>(1, rows_per_token));
   const int rotated = positions.rotated_channels(rope);
   float inv_rms[fused_norm_rows];
@@ -263,7 +261,7 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
     kernels::token_rows<float> rows = rows_of(views, 2);
     rows.tensors[0].norm = folded_norm(q_norm, d, inv_rms);
     rows.tensors[1].norm = folded_norm(k_norm, d, inv_rms + n * q.heads);
-    positions.apply_rows(rope, rows, t, false);
+    positions.apply_rows(rope, rows, t, prefetch);
     if (rotated < d)
       for (int v = 0; v < 2; ++v) normalize_channels(views[v], rotated, d, rows.tensors[v].norm);
   }
@@ -272,7 +270,8 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
 
 // RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows
 // are normalised, then rotated by one rope.apply(q_block, k_block) (cos/sin formed once per token
-// for both). float rows take norm_rope_folded (the norm inside the rotation) where it pays, else
+// for both). float rows take norm_rope_folded (the norm inside the rotation) when a token's rows fit
+// its block, else
 // are normalised in place, in blocks that stay in L2 until rotated; 16-bit rows go
 // through the float scratch, so the value between norm and rotation is not rounded to T.
 template <class T, class Positions>

@@ -275,9 +275,7 @@ struct f32 {
   }
 
   template <class T>
-  ROPEX_ALWAYS_INLINE static void prefetch(const T* p, int count) { prefetch_ahead(p, count); }
-  template <class T>
-  ROPEX_ALWAYS_INLINE static void prefetch_here(const T* p, int count) { prefetch_lines(p, count); }
+  ROPEX_ALWAYS_INLINE static void prefetch(const T* p, int count) { prefetch_lines(p, count); }
 
   // The ops of hf_rotate_half.inl (its header says what each must do).
   static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }

@@ -353,7 +353,7 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = row + h * stride;
-        if (prefetch) B::prefetch(head, half, n);
+        if (prefetch) B::prefetch(head + prefetch_bytes / static_cast<int>(sizeof(T)), half, n);
         each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { x[b] = B::read(head + b * B::values, half, m); });
         each_block<B, capacity>(whole, tail,
                                 [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { B::write(head + b * B::pairs, half, k[b], x[b], m); });

@@ -220,8 +220,6 @@ struct f32 {
   static constexpr bool bf16_by_parity = false;  // untried: widening is cheap on NEON (vshll)
   template <class T>
   static void prefetch(const T*, int) {}  // untried on NEON (kernels/prefetch.hpp)
-  template <class T>
-  static void prefetch_here(const T*, int) {}
 
   // The ops of hf_rotate_half.inl (its header says what each must do). bfloat16: types.hpp's
   // rounding on the full lane, low half cleared.

@@ -97,10 +97,5 @@ ROPEX_ALWAYS_INLINE void prefetch_lines(const T* p, int count) {
   const int bytes = count * static_cast<int>(sizeof(T));
   for (int offset = 0; offset < bytes; offset += 64) __builtin_prefetch(c + offset, 0, 3);
 }
-// The same prefetch_bytes after p: the rows a kernel reaches soon.
-template <class T>
-ROPEX_ALWAYS_INLINE void prefetch_ahead(const T* p, int count) {
-  prefetch_lines(reinterpret_cast<const char*>(p) + prefetch_bytes, count * static_cast<int>(sizeof(T)));
-}
 
 }  // namespace ropex::kernels
