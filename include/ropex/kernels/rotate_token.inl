@@ -232,8 +232,8 @@ struct read_moved {
 struct read_normed {
   // The same head of the next token: token() has just read this token's rows (the sums of squares
   // prefetch within them), so the rotation, which then reads from L1, fetches the next one's and
-  // keeps the memory busy (4096 tokens of Qwen3-8B shapes, Zen 5: 0.67-0.68 of the roofline
-  // without this prefetch, 0.77-0.79 with 4 KiB ahead, 0.82-0.88 a token ahead).
+  // keeps the memory busy (4096 tokens of Qwen3-8B shapes, Zen 5: 0.68 of the roofline without
+  // this prefetch, 0.76-0.83 with read_stored's 4 KiB ahead, 0.82-0.93 a token ahead).
   ROPEX_ALWAYS_INLINE static std::int64_t ahead(const token_rows<float>& rows, int v) {
     return rows.tensors[v].token_stride;
   }
