@@ -242,7 +242,7 @@ inline void normalize_channels(const tensor_view<float>& x, int from, int d, con
 // RMS kept on the stack; channels past the rotated ones take them afterwards.
 // Qwen3-8B shapes on Zen 5, against the norm's pass then the rotation in blocks that stay in L2:
 // 16 tokens 0.21 -> 0.29 of the roofline, one token 0.14 -> 0.19; 4096 tokens, which stream from
-// memory, 0.77-0.81 -> 0.82-0.88, where the rotation of each head prefetches the same head of the
+// memory, 0.77-0.81 -> 0.88-0.93, where the rotation of each head prefetches the same head of the
 // next token (kernels' read_normed): without it the memory would idle while a token is rotated.
 // false: not taken (more rows a token than a block keeps).
 template <class Positions>
@@ -270,10 +270,9 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
 
 // RMSNorm of q's and k's rows, then RoPE, a block of tokens at a time: the block's q and k rows
 // are normalised, then rotated by one rope.apply(q_block, k_block) (cos/sin formed once per token
-// for both). float rows take norm_rope_folded (the norm inside the rotation) when a token's rows fit
-// its block, else
-// are normalised in place, in blocks that stay in L2 until rotated; 16-bit rows go
-// through the float scratch, so the value between norm and rotation is not rounded to T.
+// for both). float rows take norm_rope_folded (the norm inside the rotation) when a token's rows
+// fit its block, else are normalised in place, in blocks that stay in L2 until rotated; 16-bit
+// rows go through the float scratch, so the value between norm and rotation is not rounded to T.
 template <class T, class Positions>
 void norm_rope_rows(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                     const Positions& positions, const rms_norm& q_norm, const rms_norm& k_norm) {

@@ -53,7 +53,7 @@ struct hf_rows_source {
     const std::int64_t r = t * stride + first;
     return {cos + r, sin + r, half};
   }
-  static void prefetch_row(std::int64_t, int) {}  // not measured: HF parity calls are short
+  static void prefetch_row(std::int64_t, int) {}  // not prefetched: untried for the parity rows
 };
 
 // Split products (f32::hf_split_products, T = bfloat16, and float16 with f32::hf_split_float16):
