@@ -237,6 +237,49 @@ TEST_CASE("apply_inverse and shift go through the same SIMD kernels", "[simd]") 
   }
 }
 
+namespace {
+// One storage type: q and k rotated by apply (table and on the fly) as a call in cache and as one
+// that streams from memory (prefetch threshold 0), bit for bit. Head sizes reach every loop: the
+// fixed one (whole blocks in registers), pipelined and held tokens, and staged tokens (AVX2
+// interleaved heads of 128 and heads of 512), whose next table row is prefetched.
+template <class T>
+void check_prefetch_keeps_bits(isa family) {
+  for (int d : {40, 64, 128, 512})
+    for (layout pairing : {layout::half, layout::interleaved}) {
+      const ropex::rotary_embedding rope(ropex::rope_config{d, 0, 1e4, pairing}, ropex::yarn{4.0, 4096});
+      const std::int64_t tokens = 9, q_heads = 5, k_heads = 2;
+      const std::vector<float> values = ropex_test::random_floats(std::size_t(tokens * (q_heads + k_heads) * d), 17);
+      std::vector<T> start(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) start[i] = T(values[i]);
+      std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+      for (std::int64_t t = 0; t < tokens; ++t) positions[std::size_t(t)] = 3 * t + (t % 4) * 1000;
+      const ropex::cos_sin_table table = rope.make_table(4000);
+      for (bool with_table : {false, true}) {
+        std::vector<T> rotated[2] = {start, start};
+        for (int streaming = 0; streaming < 2; ++streaming) {
+          const ropex::kernels::forced_prefetch_threshold threshold(streaming ? 0.0 : -1.0);
+          const ropex::kernels::forced_isa guard(family);
+          T* data = rotated[streaming].data();
+          const auto q = ropex::contiguous_view(data, tokens, q_heads, d);
+          const auto k = ropex::contiguous_view(data + tokens * q_heads * d, tokens, k_heads, d);
+          if (with_table) rope.apply(q, k, positions.data(), table);
+          else rope.apply(q, k, positions.data());
+        }
+        INFO(ropex::kernels::isa_name(family) << " d " << d << " layout " << int(pairing) << " table " << with_table);
+        CHECK(std::memcmp(rotated[0].data(), rotated[1].data(), sizeof(T) * start.size()) == 0);
+      }
+    }
+}
+}  // namespace
+
+TEST_CASE("a call that streams from memory gives the bits of one in cache", "[simd]") {
+  for (isa family : runnable_families()) {
+    check_prefetch_keeps_bits<float>(family);
+    check_prefetch_keeps_bits<float16>(family);
+    check_prefetch_keeps_bits<bfloat16>(family);
+  }
+}
+
 // ---- cos/sin ----------------------------------------------------------------------------------
 
 TEST_CASE("the cos/sin polynomial of sincos.hpp is within 2^-52 of cos and sin on [-pi, pi]", "[simd][sincos]") {
