@@ -55,13 +55,17 @@ TEST_CASE("norm_rope with multi-axis positions: the bits of rms_norm_heads then 
       const std::int64_t tokens = 11, kv_heads = 2, stride = 16;
       const std::vector<std::int64_t> p = grid_positions(axes, tokens, stride);
       const axis_positions positions{p.data(), axes, stride};
-      qkv_rows<float> fused(rows_in::qkv, tokens, q_heads, kv_heads, 128, 3);
-      qkv_rows<float> separate = fused;
-      norm_rope(rope, fused.view(0), fused.view(1), c.axes, positions, q_norm, k_norm);
-      rms_norm_heads(separate.view(0), q_norm, 128);
-      rms_norm_heads(separate.view(1), k_norm, 128);
-      rope.apply(separate.view(0), separate.view(1), c.axes, positions);
-      REQUIRE(same_bits(fused.q, separate.q));
+      // In cache, and as a call that streams from memory (the kernels' prefetching loops).
+      for (bool streaming : {false, true}) {
+        const ropex::kernels::forced_prefetch_threshold threshold(streaming ? 0.0 : -1.0);
+        qkv_rows<float> fused(rows_in::qkv, tokens, q_heads, kv_heads, 128, 3);
+        qkv_rows<float> separate = fused;
+        norm_rope(rope, fused.view(0), fused.view(1), c.axes, positions, q_norm, k_norm);
+        rms_norm_heads(separate.view(0), q_norm, 128);
+        rms_norm_heads(separate.view(1), k_norm, 128);
+        rope.apply(separate.view(0), separate.view(1), c.axes, positions);
+        REQUIRE(same_bits(fused.q, separate.q));
+      }
 
       // 16-bit storage: the float pipeline on the widened inputs, rounded to T once.
       for_each_storage_type([&](auto tag) {
