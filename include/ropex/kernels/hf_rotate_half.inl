@@ -342,7 +342,7 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
   // Locals: the stores go through may-alias vector types, so members read inside the loop
   // would be reloaded after every store.
   const int n = range.last - range.first, whole = n / B::pairs, tail = n - whole * B::pairs, half = range.half;
-  const bool prefetch = range.prefetch;
+  const std::int64_t ahead = range.prefetch ? read_stored::ahead(rows, 0) : 0;  // the same for every tensor
   typename B::coefficients k[capacity];
   typename B::input x[capacity];
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
@@ -353,7 +353,7 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = row + h * stride;
-        if (prefetch) B::prefetch(head + prefetch_bytes / static_cast<int>(sizeof(T)), half, n);
+        if (ahead != 0) B::prefetch(head + ahead, half, n);
         each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { x[b] = B::read(head + b * B::values, half, m); });
         each_block<B, capacity>(whole, tail,
                                 [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { B::write(head + b * B::pairs, half, k[b], x[b], m); });
