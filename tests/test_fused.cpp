@@ -249,7 +249,8 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
   // leaves, normalised apart), heads of whole vector blocks (64: the kernels' fixed loop), both
   // layouts, every weight form, padded and head-major views, and more rows a token than a block
   // keeps (the unfolded path); in cache and as calls that stream from memory (threshold 0: the
-  // kernels' prefetching loops, each head fetching the next token's).
+  // kernels' prefetching loops, each head fetching the next token's); runs of tokens and a single
+  // token (a decode step, which takes the fixed loop up to 4 blocks).
   using ropex::kernels::isa;
   const std::vector<float> w = random_floats(1025, 41);  // k_norm starts one in: 1024 + 1
   for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon})
@@ -257,13 +258,14 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
     if (!ropex::kernels::isa_available(family)) continue;
     ropex::kernels::forced_isa guard(family);
     const ropex::kernels::forced_prefetch_threshold threshold(streaming ? 0.0 : -1.0);
-    for (int d : {8, 36, 64, 128, 200, 1024})
+    for (int d : {8, 36, 64, 96, 128, 200, 1024})
       for (layout pairing : {layout::half, layout::interleaved})
         for (int rotary : {0, d / 2 - (d / 2) % 2})
-          for (int form = 0; form < 4; ++form) {
+          for (int form = 0; form < 4; ++form)
+          for (const std::int64_t tokens : {std::int64_t{11}, std::int64_t{1}}) {
             const rotary_embedding rope(rope_config{d, rotary, 1e4, pairing}, plain{});
             const bool many = form == 3 && d == 8;  // 300 heads: more rows than a folded block keeps
-            const std::int64_t tokens = 11, q_heads = many ? 300 : 5, kv_heads = many ? 1 : 2;
+            const std::int64_t q_heads = many ? 300 : 5, kv_heads = many ? 1 : 2;
             const std::int64_t pad = form == 1 ? 3 : 0;  // token rows padded apart
             const bool head_major = form == 2;
             const std::int64_t q_size = tokens * q_heads * (d + pad), k_size = tokens * kv_heads * (d + pad);
@@ -280,7 +282,7 @@ TEST_CASE("norm_rope folds the norm into every family's rotation with the bits o
             const rms_norm q_norm{form == 0 ? nullptr : w.data(), 1e-6, form == 2};
             const rms_norm k_norm{form == 3 ? nullptr : w.data() + 1, 1e-5, form != 1};
             INFO(ropex::kernels::isa_name(family) << (streaming ? " streaming" : "") << " d " << d << " rotary "
-                                                  << rotary << " form " << form);
+                                                  << rotary << " form " << form << " tokens " << tokens);
             std::vector<float> fused = x, separate = x;
             auto [fq, fk] = views(fused);
             norm_rope(rope, fq, fk, positions.data(), q_norm, k_norm);

@@ -233,7 +233,10 @@ struct read_normed {
   // The same head of the next token: token() has just read this token's rows (the sums of squares
   // prefetch within them), so the rotation, which then reads from L1, fetches the next one's and
   // keeps the memory busy (4096 tokens of Qwen3-8B shapes, Zen 5: 0.68 of the roofline without
-  // this prefetch, 0.76-0.83 with read_stored's 4 KiB ahead, 0.82-0.93 a token ahead).
+  // this prefetch, 0.76-0.83 with read_stored's 4 KiB ahead, 0.82-0.93 a token ahead). held_token
+  // also takes it for calls in cache, from L2 to L1 (16 tokens: 0.28 -> 0.29 of the roofline).
+  // token() forms the r of rows in cache four rows to a loop (inverse_rms_rows' Interleaved: one
+  // token 0.21 -> 0.23 of the roofline).
   ROPEX_ALWAYS_INLINE static std::int64_t ahead(const token_rows<float>& rows, int v) {
     return rows.tensors[v].token_stride;
   }
@@ -245,7 +248,7 @@ struct read_normed {
       const float* x = rows.row(v, t);
       const std::int64_t stride = rows.tensors[v].head_stride;
       if (prefetch) ropex::detail::inverse_rms_rows<true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
-      else ropex::detail::inverse_rms_rows<false>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
+      else ropex::detail::inverse_rms_rows<false, true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
     }
   }
   ROPEX_ALWAYS_INLINE static normed_values head(const token_rows<float>& rows, int v, std::int64_t t, std::int64_t h,
@@ -528,7 +531,8 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
   for (int v = 0; v < rows.count; ++v) {
     T* x = rows.row(v, t) + offset;
     const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
-    const std::int64_t ahead = prefetch ? Read::ahead(rows, v) : 0;
+    const bool next_token = std::is_same_v<Read, read_normed> && t + 1 < rows.tokens;  // read_normed's comment
+    const std::int64_t ahead = prefetch || next_token ? Read::ahead(rows, v) : 0;
     for (std::int64_t h = 0; h < heads; ++h) {
       T* head = x + h * stride;
       if (ahead != 0) B::prefetch(head + ahead, half, n);
@@ -754,9 +758,21 @@ struct fixed_blocks_of : std::integral_constant<int, 0> {};
 template <class S>
 struct fixed_blocks_of<S, std::void_t<decltype(S::fixed_blocks)>> : std::integral_constant<int, S::fixed_blocks> {};
 
+// A single token read through a norm (a decode step of norm_rope) takes fixed_tokens up to 4
+// blocks whatever its source: held_token's block count known only at run time costs a compare per
+// block there, and its one gain for read_normed, fetching the next token's rows, has no next token
+// (one token of Qwen3-8B shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline).
+inline constexpr int fixed_blocks_normed_token = 4;
+template <class Read, class Source>
+inline constexpr int fixed_blocks_most =
+    std::is_same_v<Read, read_normed> && fixed_blocks_of<Source>::value > 0 &&
+            fixed_blocks_of<Source>::value < fixed_blocks_normed_token
+        ? fixed_blocks_normed_token
+        : fixed_blocks_of<Source>::value;
+
 template <class B, class Read, class T, class Source>
 void rotate_fixed(const token_rows<T>& rows, int offset, Source& source, int half, int blocks) {
-  constexpr int most = fixed_blocks_of<Source>::value;
+  constexpr int most = fixed_blocks_most<Read, Source>;
   switch (blocks) {
     case 1: return fixed_tokens<B, 1, Read>(rows, offset, source, half);
     case 2: return fixed_tokens<B, 2, Read>(rows, offset, source, half);
@@ -775,7 +791,9 @@ template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
-    if (n == blocks * B::pairs && blocks <= fixed_blocks_of<Source>::value && !range.prefetch)
+    const int most = std::is_same_v<Read, read_normed> && rows.tokens == 1 ? fixed_blocks_most<Read, Source>
+                                                                            : fixed_blocks_of<Source>::value;
+    if (n == blocks * B::pairs && blocks <= most && !range.prefetch)
       return rotate_fixed<B, Read>(rows, offset, source, range.half, blocks);
   }
   if constexpr (Source::pipelined) {
