@@ -160,15 +160,14 @@ __attribute__((always_inline)) inline void sum_of_squares4(const float* x, std::
 // 1 / sqrt(mean(x^2) + eps) of Group rows x + g * x_stride into r[g]: the sum of squares of one
 // row is a chain of dependent additions (one per 16 channels), then a fold, a division and a
 // square root, so a row alone is bound by latency; Group independent chains overlap. Every row
-// keeps its own order of operations, so the bits are those of one row at a time. Interleaved: the
-// four rows' sums in one loop (sum_of_squares4; rows in cache only).
-template <int Group, bool Prefetch, bool Interleaved = false>
+// keeps its own order of operations, so the bits are those of one row at a time. Rows in cache
+// take the four sums in one loop (sum_of_squares4), rows that stream one row after another.
+template <int Group, bool Prefetch>
 __attribute__((always_inline)) inline void inverse_rms_group(const float* x, std::int64_t x_stride, int head_dim,
                                                              float eps, float* r) {
-  static_assert(!(Interleaved && Prefetch), "the interleaved sums are for rows in cache");
   if constexpr (Group == 4) {  // 1 / sqrt(mean + eps) of the four rows in one vector of each operation
     float16_lanes s0, s1, s2, s3;
-    if constexpr (Interleaved) {
+    if constexpr (!Prefetch) {
       sum_of_squares4(x, x_stride, head_dim, s0, s1, s2, s3);
     } else {
       sum_of_squares<Prefetch>(x, head_dim, s0);
@@ -191,14 +190,14 @@ __attribute__((always_inline)) inline void inverse_rms_group(const float* x, std
 #endif
 
 // Rows x + j * x_stride, j < rows: r[j] = their inverse RMS, the bits of the norm's row loops of
-// the family compiling the caller (Interleaved: inverse_rms_group's, for rows in cache).
-template <bool Prefetch = false, bool Interleaved = false>
+// the family compiling the caller.
+template <bool Prefetch = false>
 ROPEX_ALWAYS_INLINE void inverse_rms_rows(const float* x, std::int64_t x_stride, std::int64_t rows, int head_dim,
                                           float eps, float* r) {
 #if defined(__GNUC__)
   std::int64_t j = 0;
   for (; j + 4 <= rows; j += 4)
-    inverse_rms_group<4, Prefetch, Interleaved>(x + j * x_stride, x_stride, head_dim, eps, r + j);
+    inverse_rms_group<4, Prefetch>(x + j * x_stride, x_stride, head_dim, eps, r + j);
   for (; j < rows; ++j) inverse_rms_group<1, Prefetch>(x + j * x_stride, x_stride, head_dim, eps, r + j);
 #else
   for (std::int64_t j = 0; j < rows; ++j) r[j] = inverse_rms_scalar(x + j * x_stride, head_dim, eps);

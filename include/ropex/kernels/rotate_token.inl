@@ -235,8 +235,6 @@ struct read_normed {
   // keeps the memory busy (4096 tokens of Qwen3-8B shapes, Zen 5: 0.68 of the roofline without
   // this prefetch, 0.76-0.83 with read_stored's 4 KiB ahead, 0.82-0.93 a token ahead). held_token
   // also takes it for calls in cache, from L2 to L1 (16 tokens: 0.28 -> 0.29 of the roofline).
-  // token() forms the r of rows in cache four rows to a loop (inverse_rms_rows' Interleaved: one
-  // token 0.21 -> 0.23 of the roofline).
   ROPEX_ALWAYS_INLINE static std::int64_t ahead(const token_rows<float>& rows, int v) {
     return rows.tensors[v].token_stride;
   }
@@ -248,7 +246,7 @@ struct read_normed {
       const float* x = rows.row(v, t);
       const std::int64_t stride = rows.tensors[v].head_stride;
       if (prefetch) ropex::detail::inverse_rms_rows<true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
-      else ropex::detail::inverse_rms_rows<false, true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
+      else ropex::detail::inverse_rms_rows<false>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
     }
   }
   ROPEX_ALWAYS_INLINE static normed_values head(const token_rows<float>& rows, int v, std::int64_t t, std::int64_t h,
