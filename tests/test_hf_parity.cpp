@@ -591,6 +591,38 @@ TEST_CASE("hf parity: both AVX-512 bfloat16 roundings equal the scalar reference
       CHECK(differing == 0);
     }
 }
+// Each family's rotation of x ([tokens][heads][d], all d channels rotated, cos/sin rows of d) in
+// both variants against the scalar reference's, bit for bit.
+template <class T>
+void check_families_against_scalar(const std::vector<T>& x, std::int64_t tokens, std::int64_t heads, int d,
+                                   const std::vector<T>& cos, const std::vector<T>& sin,
+                                   const std::vector<std::pair<const char*, kernels::hf_rotate_kernel<T>>>& families,
+                                   const char* what) {
+  const int half = d / 2;
+  for (layout pairing : {layout::half, layout::interleaved}) {
+    const kernels::pair_range range{0, half, half, pairing, false};
+    const auto rotate = [&](std::vector<T>& y, kernels::hf_rotate_kernel<T> k) {
+      const tensor_view<T> view{y.data(), tokens, heads, heads * d, d};
+      k(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{d});
+    };
+    std::vector<T> expected = x;
+    rotate(expected, &kernels::scalar::hf_rotate_rows<T>);
+    for (const auto& [name, k] : families) {
+      std::vector<T> y = x;
+      rotate(y, k);
+      std::size_t differing = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        // Where two NaNs meet in one sum, which payload survives is the operand order the compiler
+        // chose for the scalar reference: NaN outputs are held to being NaN, all others to their bits.
+        const bool both_nan = std::isnan(static_cast<float>(y[i])) && std::isnan(static_cast<float>(expected[i]));
+        differing += !both_nan && bits_of(y[i]) != bits_of(expected[i]);
+      }
+      INFO(what << ", " << name << ", head_dim " << d << (pairing == layout::interleaved ? ", interleaved" : ", half"));
+      CHECK(differing == 0);
+    }
+  }
+}
+
 // Every code of T (bfloat16, float16) as an input of each SIMD family's rotation (x86), called
 // directly against the scalar reference: coefficients of every class (signed zeros, subnormals,
 // the limits of the split products, magnitudes above 1, infinities, NaN) in every combination over
@@ -626,28 +658,7 @@ void check_every_code(const std::uint16_t (&specials)[count],
         sin[at] = T(scale * std::sin(0.37f * static_cast<float>(i + t)));
       }
   }
-  for (layout pairing : {layout::half, layout::interleaved}) {
-    const kernels::pair_range range{0, half, half, pairing, false};
-    const auto rotate = [&](std::vector<T>& y, kernels::hf_rotate_kernel<T> k) {
-      const tensor_view<T> view{y.data(), tokens, heads, std::int64_t{heads} * r, r};
-      k(detail::rows_of(&view, 1), range, cos.data(), sin.data(), std::int64_t{r});
-    };
-    std::vector<T> expected = x;
-    rotate(expected, &kernels::scalar::hf_rotate_rows<T>);
-    for (const auto& [name, k] : families) {
-      std::vector<T> y = x;
-      rotate(y, k);
-      std::size_t differing = 0;
-      for (std::size_t i = 0; i < y.size(); ++i) {
-        // Where two NaNs meet in one sum, which payload survives is the operand order the compiler
-        // chose for the scalar reference: NaN outputs are held to being NaN, all others to their bits.
-        const bool both_nan = std::isnan(static_cast<float>(y[i])) && std::isnan(static_cast<float>(expected[i]));
-        differing += !both_nan && bits_of(y[i]) != bits_of(expected[i]);
-      }
-      INFO(name << (pairing == layout::interleaved ? ", interleaved" : ", half"));
-      CHECK(differing == 0);
-    }
-  }
+  check_families_against_scalar(x, tokens, heads, r, cos, sin, families, "every code");
 }
 
 TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_parity]") {
@@ -658,6 +669,66 @@ TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_
   if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<bfloat16>);
   if (kernels::has_avx512_bf16()) families.emplace_back("avx512_bf16", &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
   check_every_code<bfloat16>(specials, families);
+}
+
+// The bfloat16 blocks' bit check (hf_rotate_half.inl, hf_half_block_by_parity::write) takes the
+// split products without a look at the float outputs when every |x| of the block and every |k| of
+// the token are in range. Ordinary tokens, each with inputs placed at the edges of that check:
+// pairs of signed zeros and of tiny values (products below 2^-126, where the split form rounds
+// wrong, also from normal inputs below 2^-50), huge inputs (products that overflow), exact
+// cancellations (an output of +0), and tokens with tiny (2^-90), small (2^-20), huge (2^115: k 2^16
+// overflows) and boundary (2^-50, 2^-51) coefficients;
+// head_dim 80 for the ragged block. Every family against the scalar reference, bit for bit.
+TEST_CASE("hf parity: bfloat16 blocks checked on their bits, at the edges of the check", "[hf_parity]") {
+  std::vector<std::pair<const char*, kernels::hf_rotate_kernel<bfloat16>>> families;
+  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<bfloat16>);
+  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<bfloat16>);
+  if (kernels::has_avx512_bf16()) families.emplace_back("avx512_bf16", &kernels::avx512_bf16::hf_rotate_rows<bfloat16>);
+  for (int d : {128, 80}) {
+    const int half = d / 2;
+    const std::int64_t tokens = 8, heads = 16;
+    std::vector<bfloat16> x = random_values<bfloat16>(static_cast<std::size_t>(tokens * heads * d), 700 + static_cast<std::uint64_t>(d));
+    std::vector<bfloat16> cos(static_cast<std::size_t>(tokens * d)), sin(cos.size());
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (int i = 0; i < d; ++i) {
+        const std::size_t at = static_cast<std::size_t>(t * d + i);
+        const float angle = 0.1f + 0.37f * static_cast<float>(i % half + 3 * t);
+        const float scale = t == 3 ? 0x1p-90f : t == 4 ? 0x1p115f : t == 6 ? 0x1p-20f : 1.0f;
+        cos[at] = bfloat16(scale * std::cos(angle));
+        sin[at] = bfloat16(scale * std::sin(angle));
+        if (t == 5) cos[at] = sin[at] = bfloat16(0.70703125f);  // equal coefficients: cancellations below
+      }
+    cos[static_cast<std::size_t>(1 * d + 5)] = bfloat16::from_bits(0x2680);  // 2^-50: in range
+    sin[static_cast<std::size_t>(2 * d + 7)] = bfloat16::from_bits(0xa600);  // -2^-51: out of range
+    std::mt19937_64 g(11);
+    const std::uint16_t zeros[] = {0x0000, 0x8000};
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (int i = 0; i < half; i += 1 + static_cast<int>(g() % 5)) {
+          bfloat16* pair = x.data() + (t * heads + h) * d + i;
+          // Inputs whose products with the token's coefficients fall below 2^-126.
+          const float tiny = t == 3 ? 0x1p-40f : t == 6 ? 0x1p-110f : 0x1p-130f;
+          switch (h % 8) {
+            case 1:  // a signed zero against a signed zero
+              pair[0] = bfloat16::from_bits(zeros[g() % 2]);
+              pair[half] = bfloat16::from_bits(zeros[g() % 2]);
+              break;
+            case 2:  // both products below 2^-126
+              pair[0] = bfloat16(tiny * static_cast<float>(pair[0]));
+              pair[half] = bfloat16(tiny);
+              break;
+            case 3:  // products beyond float's range
+              pair[0] = bfloat16(0x1p127f);
+              break;
+            case 4:  // equal inputs: R(a c) = R(b s) where c = s
+              pair[half] = pair[0];
+              break;
+            default:
+              break;
+          }
+        }
+    check_families_against_scalar(x, tokens, heads, d, cos, sin, families, "edges of the bit check");
+  }
 }
 
 // float16: subnormal, tiny and huge coefficients (products below 2^-14 and above 65504), 1 and

@@ -230,6 +230,25 @@ struct f32 {
     }
     return _mm256_or_si256(_mm256_srli_epi32(e, 16), _mm256_and_si256(o, _mm256_set1_epi32(-65536)));
   }
+  // The parity blocks' ops, as avx512.hpp has them: the general merge, and tests of the exponent
+  // fields (at most 0x7f80, so signed 16-bit compares order them).
+  static bits bf16_merge_normal(vec even, vec odd) { return bf16_merge(even, odd); }
+  static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
+    const bits exponent = _mm256_set1_epi16(0x7f80);
+    const bits ev = _mm256_and_si256(v, exponent), ew = _mm256_and_si256(w, exponent);
+    bits outside = _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(low << 7)), _mm256_min_epi16(ev, ew));
+    if (high < 255)
+      outside = _mm256_or_si256(outside, _mm256_cmpgt_epi16(_mm256_max_epi16(ev, ew), _mm256_set1_epi16(static_cast<short>(high << 7))));
+    if (n < 16)
+      outside = _mm256_and_si256(outside, _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(n)),
+                                                             _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+    return !_mm256_testz_si256(outside, outside);
+  }
+  static bool bf16_any_special(bits v, bits w) {
+    const bits exponent = _mm256_set1_epi16(0x7f80);
+    const bits special = _mm256_cmpeq_epi16(_mm256_max_epi16(_mm256_and_si256(v, exponent), _mm256_and_si256(w, exponent)), exponent);
+    return !_mm256_testz_si256(special, special);
+  }
   // shuffle_ps picks within 128-bit halves; the permutation puts the halves' picks in order.
   static vec even_lanes(vec v0, vec v1) {
     return _mm256_permutevar8x32_ps(_mm256_shuffle_ps(v0, v1, 0x88), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));

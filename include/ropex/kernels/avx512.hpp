@@ -267,6 +267,24 @@ struct f32 {
     return _mm512_ternarylogic_epi32(_mm512_srli_epi32(bf16_rounded_lane(even), 16), bf16_rounded_lane(odd),
                                      _mm512_set1_epi32(-65536), 0xF8);
   }
+  // bf16_merge where every result is a normal float (the parity blocks check the bits after): here
+  // the same operations.
+  static bits bf16_merge_normal(vec even, vec odd) { return bf16_merge(even, odd); }
+  // Whether any of the first n bfloat16 of v or w has an exponent field outside [low, high] (0:
+  // zeros and subnormals, 255: infinities and NaNs), and whether any of v or w is infinite or NaN.
+  static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
+    const bits exponent = _mm512_set1_epi16(0x7f80);
+    const bits ev = _mm512_and_si512(v, exponent), ew = _mm512_and_si512(w, exponent);
+    __mmask32 outside = _mm512_cmplt_epu16_mask(_mm512_min_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(low << 7)));
+    if (high < 255)
+      outside |= _mm512_cmpgt_epu16_mask(_mm512_max_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(high << 7)));
+    return (outside & first_halves(n)) != 0;
+  }
+  static bool bf16_any_special(bits v, bits w) {
+    const bits exponent = _mm512_set1_epi16(0x7f80);
+    const bits most = _mm512_max_epu16(_mm512_and_si512(v, exponent), _mm512_and_si512(w, exponent));
+    return _mm512_cmpeq_epi16_mask(most, exponent) != 0;
+  }
   static vec even_lanes(vec v0, vec v1) {
     return _mm512_permutex2var_ps(v0, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), v1);
   }
@@ -352,6 +370,11 @@ struct f32 : avx512::f32 {
     // rounded again by integer operations, which keep subnormals.
     if (__builtin_expect(_mm512_testn_epi16_mask(packed, _mm512_set1_epi16(0x7fff)) != 0, 0))
       return avx512::f32::bf16_merge(even, odd);
+    return in_pair_order(packed);
+  }
+  // Without the test, for results the caller checks on their bits (a flushed one shows as zero).
+  static bits bf16_merge_normal(vec even, vec odd) { return in_pair_order(reinterpret_cast<bits>(_mm512_cvtne2ps_pbh(odd, even))); }
+  static bits in_pair_order(bits packed) {
     const bits interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     return _mm512_permutexvar_epi16(interleave, packed);

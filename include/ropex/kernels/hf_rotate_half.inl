@@ -23,7 +23,8 @@
 //                                      rounds twice). bfloat16 may skip the NaN case: every NaN
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
-// With hf_split_products: set1, fnma, any_not_normal, any_beyond (bfloat16); with
+// With hf_split_products: set1, fnma, any_not_normal, any_beyond, any_magnitude_outside, and for
+// the by-parity blocks bf16_merge_normal, bf16_any_exponent_outside and bf16_any_special (bfloat16); with
 // hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
 // any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
@@ -89,11 +90,12 @@ struct hf_rotation {
   typename Ops::vec limit;             // float16 split products: the largest |x| of the token
   bool round_trip;  // every product rounded on its own (c.. then hold k)
   bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
+  bool in_range;    // bfloat16 by parity: every |k| in [2^-50, 2^100) (hf_half_block_by_parity)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
     const typename Ops::vec zero = Ops::zero();
     hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
-                  zero, zero, zero, zero, zero, !split, true};
+                  zero, zero, zero, zero, zero, !split, true, false};
     if constexpr (split) {
       // bfloat16: below 2^100, k q and k (q + 1) are finite (a NaN is beyond every limit). float16:
       // every finite k is below 65504.
@@ -111,28 +113,38 @@ struct hf_rotation {
           r.limit = Ops::div(Ops::set1(65504.0f), largest);
         }
       }
-      const typename Ops::vec scale = Ops::set1(q), scale_plus_one = Ops::set1(q + 1.0f);
-      r.cq = Ops::mul(r.c, scale_plus_one);
-      r.sq = Ops::mul(r.s, scale_plus_one);
-      r.c2q = Ops::mul(r.c2, scale_plus_one);
-      r.s2q = Ops::mul(r.s2, scale_plus_one);
-      r.c = Ops::mul(r.c, scale);
-      r.s = Ops::mul(r.s, scale);
-      r.c2 = Ops::mul(r.c2, scale);
-      r.s2 = Ops::mul(r.s2, scale);
+      r.scale();
     }
     return r;
+  }
+  // The split form of coefficients k known to lie in [2^-50, 2^100) in magnitude.
+  ROPEX_ALWAYS_INLINE static hf_rotation in_range_split(typename Ops::vec c, typename Ops::vec s, typename Ops::vec c2,
+                                                       typename Ops::vec s2) {
+    hf_rotation r{c, s, c2, s2, c, s, c2, s2, c, false, true, true};
+    r.scale();
+    return r;
+  }
+  // k q and k (q + 1) from k.
+  ROPEX_ALWAYS_INLINE void scale() {
+    const typename Ops::vec by = Ops::set1(q), by_plus_one = Ops::set1(q + 1.0f);
+    cq = Ops::mul(c, by_plus_one);
+    sq = Ops::mul(s, by_plus_one);
+    c2q = Ops::mul(c2, by_plus_one);
+    s2q = Ops::mul(s2, by_plus_one);
+    c = Ops::mul(c, by);
+    s = Ops::mul(s, by);
+    c2 = Ops::mul(c2, by);
+    s2 = Ops::mul(s2, by);
   }
   // The outer R is the store's rounding to T.
   ROPEX_ALWAYS_INLINE void apply(typename Ops::vec& a, typename Ops::vec& b) const {
     if constexpr (split) {
       if (__builtin_expect(!round_trip, 1)) {
-        // x k (q + 1) of each product, then R(x k) = fma(-x, k q, that).
-        const typename Ops::vec ac = Ops::mul(a, cq), bs = Ops::mul(b, sq), bc = Ops::mul(b, c2q), as = Ops::mul(a, s2q);
-        const typename Ops::vec first = Ops::sub(Ops::fnma(a, c, ac), Ops::fnma(b, s, bs));
-        const typename Ops::vec second = Ops::add(Ops::fnma(b, c2, bc), Ops::fnma(a, s2, as));
+        typename Ops::vec first = a, second = b;
+        split_products(first, second);
         bool exact;
         if constexpr (half) {
+          const typename Ops::vec ac = Ops::mul(a, cq), bs = Ops::mul(b, sq), bc = Ops::mul(b, c2q), as = Ops::mul(a, s2q);
           const typename Ops::vec least = Ops::min_magnitude(Ops::min_magnitude(ac, bs), Ops::min_magnitude(bc, as));
           // With every |k| <= 1 only an infinite or NaN x can spoil a product, and it makes the
           // output NaN (inf - inf in the fma, or inf * 0): one unordered compare finds it.
@@ -153,6 +165,14 @@ struct hf_rotation {
       rounded(a, b, *this);
     }
   }
+  // Both outputs of the split products, unchecked (apply and the by-parity blocks check them).
+  ROPEX_ALWAYS_INLINE void split_products(typename Ops::vec& a, typename Ops::vec& b) const {
+    // x k (q + 1) of each product, then R(x k) = fma(-x, k q, that).
+    const typename Ops::vec ac = Ops::mul(a, cq), bs = Ops::mul(b, sq), bc = Ops::mul(b, c2q), as = Ops::mul(a, s2q);
+    const typename Ops::vec first = Ops::sub(Ops::fnma(a, c, ac), Ops::fnma(b, s, bs));
+    b = Ops::add(Ops::fnma(b, c2, bc), Ops::fnma(a, s2, as));
+    a = first;
+  }
   // Every product rounded to T and widened back (Ops::round_to).
   ROPEX_ALWAYS_INLINE static void rounded(typename Ops::vec& a, typename Ops::vec& b, const hf_rotation& k) {
     const typename Ops::vec first =
@@ -169,7 +189,7 @@ struct hf_rotation {
     }
     const typename Ops::vec unscale = Ops::set1(1.0f / q);
     return {Ops::mul(c, unscale), Ops::mul(s, unscale), Ops::mul(c2, unscale), Ops::mul(s2, unscale), cq, sq, c2q, s2q,
-            limit, true, bounded};
+            limit, true, bounded, false};
   }
   // Both halves in one form: the round trip's if either needs it. (No recursion: GCC refuses to
   // inline an always_inline function into itself at -O1.)
@@ -194,7 +214,7 @@ struct hf_rotation {
     return {lanes<O, Even>(lo.c, hi.c),     lanes<O, Even>(lo.s, hi.s),     lanes<O, Even>(lo.c2, hi.c2),
             lanes<O, Even>(lo.s2, hi.s2),   lanes<O, Even>(lo.cq, hi.cq),   lanes<O, Even>(lo.sq, hi.sq),
             lanes<O, Even>(lo.c2q, hi.c2q), lanes<O, Even>(lo.s2q, hi.s2q), lanes<O, Even>(lo.limit, hi.limit),
-            lo.round_trip, lo.bounded && hi.bounded};
+            lo.round_trip, lo.bounded && hi.bounded, lo.in_range && hi.in_range};
   }
 };
 
@@ -286,15 +306,50 @@ struct hf_half_block_by_parity {
   using coefficients = typename split::coefficients;
   struct input {
     typename O::vec ae, ao, be, bo;
+    bool small;  // some |x| of the n pairs below 2^-50 (exponent field below 77), a zero among them
   };
+  // HF's rows are bfloat16 too, so a block's coefficients split by parity as x does (no lane
+  // permutes); a block with a coefficient outside [2^-50, 2^100) in magnitude (exponent fields 77 to
+  // 226) takes the general load.
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    if constexpr (hf_rotation<T>::split) {
+      const T* cos = from.cos + i;
+      const T* sin = from.sin + i;
+      const typename O::bits c = O::load_bits(cos, n), s = O::load_bits(sin, n), c2 = O::load_bits(cos + from.half, n),
+                             s2 = O::load_bits(sin + from.half, n);
+      if (__builtin_expect(!O::bf16_any_exponent_outside(c, s, 77, 226, n) && !O::bf16_any_exponent_outside(c2, s2, 77, 226, n), 1))
+        return {hf_rotation<T>::in_range_split(O::bf16_even(c), O::bf16_even(s), O::bf16_even(c2), O::bf16_even(s2)),
+                hf_rotation<T>::in_range_split(O::bf16_odd(c), O::bf16_odd(s), O::bf16_odd(c2), O::bf16_odd(s2))};
+    }
     return split::load_coefficients(from, i, n);
   }
   ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
     const typename O::bits va = O::load_bits(x, n), vb = O::load_bits(x + half, n);
-    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb)};
+    bool small = false;
+    if constexpr (hf_rotation<T>::split) small = O::bf16_any_exponent_outside(va, vb, 77, 255, n);
+    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb), small};
   }
+  // With split products a cheaper check than hf_rotation::apply's, on bits (docs/formulas.md,
+  // section 5): when every |x| of the block is at least 2^-50 (read finds any below) and every |k|
+  // lies in [2^-50, 2^100), every product is at least 2^-100, so the split form rounds it right
+  // unless x is infinite or NaN or fl(x k (q + 1)) overflows, and each leaves an infinite or NaN
+  // output. Finite outputs are then PyTorch's float values, zero or at least 2^-107 in magnitude,
+  // which the merge rounds as PyTorch does; an exact zero (R(a c) = R(b s), common in bfloat16) is
+  // +0 in both. Any other block takes apply.
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    if constexpr (hf_rotation<T>::split) {
+      if (__builtin_expect(k.even.in_range && !v.small, 1)) {  // even and odd share the form
+        input r = v;
+        k.even.split_products(r.ae, r.be);
+        k.odd.split_products(r.ao, r.bo);
+        const typename O::bits lo = O::bf16_merge_normal(r.ae, r.ao), hi = O::bf16_merge_normal(r.be, r.bo);
+        if (__builtin_expect(!O::bf16_any_special(lo, hi), 1)) {
+          O::store_bits(out, lo, n);
+          O::store_bits(out + half, hi, n);
+          return;
+        }
+      }
+    }
     k.even.apply(v.ae, v.be);
     k.odd.apply(v.ao, v.bo);
     O::store_bits(out, O::bf16_merge(v.ae, v.ao), n);
