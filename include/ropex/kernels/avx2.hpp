@@ -244,6 +244,16 @@ struct f32 {
                                                              _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
     return !_mm256_testz_si256(outside, outside);
   }
+  // R(a) in the low 8 bfloat16, R(b) in the high 8 (packus interleaves 128-bit halves; the permute
+  // restores the order), and the two halves stored at first and second.
+  static bits bf16_pack_halves(vec a, vec b) {
+    const bits low = _mm256_srli_epi32(bf16_rounded_lane(a), 16), high = _mm256_srli_epi32(bf16_rounded_lane(b), 16);
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(low, high), 0xD8);
+  }
+  static void bf16_store_halves(bfloat16* first, bfloat16* second, bits v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm256_castsi256_si128(v));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(second), _mm256_extracti128_si256(v, 1));
+  }
   static bool bf16_any_special(bits v, bits w) {
     const bits exponent = _mm256_set1_epi16(0x7f80);
     const bits special = _mm256_cmpeq_epi16(_mm256_max_epi16(_mm256_and_si256(v, exponent), _mm256_and_si256(w, exponent)), exponent);
@@ -279,12 +289,12 @@ struct f32 {
   // Magnitudes as integers (below 2^31, so the signed compares order them): a NaN is above
   // every limit, and a lane is normal when its magnitude lies in [FLT_MIN, FLT_MAX].
   static __m256i magnitude_bits(vec v) { return _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff)); }
-  static bool any_not_normal(vec v, vec w) {
-    const __m256i low = _mm256_set1_epi32(0x00800000 - 1), high = _mm256_set1_epi32(0x7f7fffff);
+  static bool any_not_normal(vec v, vec w) { return any_magnitude_outside(v, w, set1(0x1p-126f), set1(0x1.fffffep127f)); }
+  // Whether any magnitude of v or w lies outside [low, high].
+  static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
     const __m256i mv = magnitude_bits(v), mw = magnitude_bits(w);
-    const __m256i outside = _mm256_or_si256(
-        _mm256_or_si256(_mm256_cmpgt_epi32(low, mv), _mm256_cmpgt_epi32(mv, high)),
-        _mm256_or_si256(_mm256_cmpgt_epi32(low, mw), _mm256_cmpgt_epi32(mw, high)));
+    const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_castps_si256(low), _mm256_min_epi32(mv, mw)),
+                                            _mm256_cmpgt_epi32(_mm256_max_epi32(mv, mw), _mm256_castps_si256(high)));
     return !_mm256_testz_si256(outside, outside);
   }
   static bool any_beyond(vec v, vec w, vec limit) {

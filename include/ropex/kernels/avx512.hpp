@@ -280,6 +280,17 @@ struct f32 {
       outside |= _mm512_cmpgt_epu16_mask(_mm512_max_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(high << 7)));
     return (outside & first_halves(n)) != 0;
   }
+  // R(a) in the low 16 bfloat16, R(b) in the high 16 (for results the caller checks on their bits),
+  // and the two halves stored at first and second.
+  static bits bf16_pack_halves(vec a, vec b) {
+    const __m256i low = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_rounded_lane_not_nan(a), 16));
+    const __m256i high = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_rounded_lane_not_nan(b), 16));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+  }
+  static void bf16_store_halves(bfloat16* first, bfloat16* second, bits v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), _mm512_castsi512_si256(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(second), _mm512_extracti64x4_epi64(v, 1));
+  }
   static bool bf16_any_special(bits v, bits w) {
     const bits exponent = _mm512_set1_epi16(0x7f80);
     const bits most = _mm512_max_epu16(_mm512_and_si512(v, exponent), _mm512_and_si512(w, exponent));
@@ -319,6 +330,13 @@ struct f32 {
     const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v), magnitude),
                                        _mm512_and_si512(_mm512_castps_si512(w), magnitude));
     return _mm512_cmpgt_epu32_mask(m, _mm512_castps_si512(limit)) != 0;
+  }
+  // Whether any magnitude of v or w lies outside [low, high] (unsigned integer order, NaN above).
+  static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512i mv = _mm512_and_si512(_mm512_castps_si512(v), magnitude), mw = _mm512_and_si512(_mm512_castps_si512(w), magnitude);
+    return !_kortestz_mask16_u8(_mm512_cmplt_epu32_mask(_mm512_min_epu32(mv, mw), _mm512_castps_si512(low)),
+                                _mm512_cmpgt_epu32_mask(_mm512_max_epu32(mv, mw), _mm512_castps_si512(high)));
   }
   static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
   static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
@@ -374,6 +392,7 @@ struct f32 : avx512::f32 {
   }
   // Without the test, for results the caller checks on their bits (a flushed one shows as zero).
   static bits bf16_merge_normal(vec even, vec odd) { return in_pair_order(reinterpret_cast<bits>(_mm512_cvtne2ps_pbh(odd, even))); }
+  static bits bf16_pack_halves(vec a, vec b) { return reinterpret_cast<bits>(_mm512_cvtne2ps_pbh(b, a)); }
   static bits in_pair_order(bits packed) {
     const bits interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);

@@ -24,7 +24,8 @@
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
 // With hf_split_products: set1, fnma, any_not_normal, any_beyond, any_magnitude_outside, and for
-// the by-parity blocks bf16_merge_normal, bf16_any_exponent_outside and bf16_any_special (bfloat16); with
+// the by-parity blocks bf16_merge_normal, bf16_any_exponent_outside, bf16_any_special,
+// bf16_pack_halves, bf16_store_halves and any_magnitude_outside (bfloat16); with
 // hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
 // any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
@@ -224,10 +225,23 @@ template <class T, class O = f32>
 struct hf_pair_block {
   static constexpr int pairs = O::lanes, values = 2 * O::lanes, registers = hf_rotation<T>::registers;
   using coefficients = hf_rotation<T>;
+  // bfloat16 split by parity with split products: whole blocks take hf_half_block_by_parity's check
+  // on bits.
+  static constexpr bool bit_checked = O::bf16_by_parity && std::is_same_v<T, bfloat16> && coefficients::split;
   struct input {
     typename O::vec a, b;
+    bool small;  // bit_checked: some |x| below 2^-50
   };
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    if constexpr (bit_checked) {
+      if (n == pairs) {
+        const T *cos = from.cos + i, *sin = from.sin + i;
+        const typename O::vec c = O::load(cos), s = O::load(sin), c2 = O::load(cos + from.half), s2 = O::load(sin + from.half);
+        const typename O::vec low = O::set1(0x1p-50f), high = O::set1(0x1.fffffep99f);
+        if (__builtin_expect(!O::any_magnitude_outside(c, s, low, high) && !O::any_magnitude_outside(c2, s2, low, high), 1))
+          return coefficients::in_range_split(c, s, c2, s2);
+      }
+    }
     return coefficients::load(from, i, n);
   }
   // Pairs [0, n) from x: x86 splits 2 * lanes values by position (bfloat16 with two integer ops),
@@ -235,22 +249,33 @@ struct hf_pair_block {
   ROPEX_ALWAYS_INLINE static input read(const T* x, int /*half*/, int n) {
     if constexpr (O::bf16_by_parity && std::is_same_v<T, bfloat16>) {
       const typename O::bits v = O::load_bits(x, 2 * n);
-      return {O::bf16_even(v), O::bf16_odd(v)};
+      return {O::bf16_even(v), O::bf16_odd(v), bit_checked && O::bf16_any_exponent_outside(v, v, 77, 255, 2 * n)};
     } else if constexpr (O::pairs_side_by_side) {
       const int m = 2 * n;
       const typename O::vec v0 = m >= O::lanes ? O::load(x) : O::load(x, m);
       typename O::vec v1 = O::zero();
       if (m == 2 * O::lanes) v1 = O::load(x + O::lanes);
       else if (m > O::lanes) v1 = O::load(x + O::lanes, m - O::lanes);
-      return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1)};
+      return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1), false};
     } else {
       static_assert(O::pair_lanes == O::lanes, "load_pairs fills a vector per side");
       const typename O::pairs v = n == pairs ? O::load_pairs(x) : O::load_pairs(x, n);
-      return {v.val[0], v.val[1]};
+      return {v.val[0], v.val[1], false};
     }
   }
   // The rotation of pairs [0, n) read by read(), written at out (first outputs) and out + half.
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    if constexpr (bit_checked) {
+      if (__builtin_expect(k.in_range && !v.small, 1)) {  // in_range: whole blocks only
+        typename O::vec a = v.a, b = v.b;
+        k.split_products(a, b);
+        const typename O::bits both = O::bf16_pack_halves(a, b);
+        if (__builtin_expect(!O::bf16_any_special(both, both), 1)) {
+          O::bf16_store_halves(out, out + half, both);
+          return;
+        }
+      }
+    }
     k.apply(v.a, v.b);
     if (n == pairs) {
       O::store(out, v.a);
