@@ -280,6 +280,11 @@ struct f32 {
       outside |= _mm512_cmpgt_epu16_mask(_mm512_max_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(high << 7)));
     return (outside & first_halves(n)) != 0;
   }
+  static bool bf16_any_special(bits v, bits w) {
+    const bits exponent = _mm512_set1_epi16(0x7f80);
+    const bits most = _mm512_max_epu16(_mm512_and_si512(v, exponent), _mm512_and_si512(w, exponent));
+    return _mm512_cmpeq_epi16_mask(most, exponent) != 0;
+  }
   // R(a) in the low 16 bfloat16, R(b) in the high 16 (for results the caller checks on their bits),
   // and the two halves stored at first and second.
   static bits bf16_pack_halves(vec a, vec b) {
@@ -290,11 +295,6 @@ struct f32 {
   static void bf16_store_halves(bfloat16* first, bfloat16* second, bits v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), _mm512_castsi512_si256(v));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(second), _mm512_extracti64x4_epi64(v, 1));
-  }
-  static bool bf16_any_special(bits v, bits w) {
-    const bits exponent = _mm512_set1_epi16(0x7f80);
-    const bits most = _mm512_max_epu16(_mm512_and_si512(v, exponent), _mm512_and_si512(w, exponent));
-    return _mm512_cmpeq_epi16_mask(most, exponent) != 0;
   }
   static vec even_lanes(vec v0, vec v1) {
     return _mm512_permutex2var_ps(v0, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), v1);

@@ -23,9 +23,9 @@
 //                                      rounds twice). bfloat16 may skip the NaN case: every NaN
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
-// With hf_split_products: set1, fnma, any_not_normal, any_beyond, any_magnitude_outside, and for
-// the by-parity blocks bf16_merge_normal, bf16_any_exponent_outside, bf16_any_special,
-// bf16_pack_halves, bf16_store_halves and any_magnitude_outside (bfloat16); with
+// With hf_split_products: set1, fnma, any_not_normal, any_beyond, and for the blocks checked on
+// bits bf16_merge_normal, bf16_any_exponent_outside, bf16_any_special, bf16_pack_halves,
+// bf16_store_halves and any_magnitude_outside (bfloat16); with
 // hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
 // any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
@@ -91,7 +91,7 @@ struct hf_rotation {
   typename Ops::vec limit;             // float16 split products: the largest |x| of the token
   bool round_trip;  // every product rounded on its own (c.. then hold k)
   bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
-  bool in_range;    // bfloat16 by parity: every |k| in [2^-50, 2^100) (hf_half_block_by_parity)
+  bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^100) (see hf_half_block_by_parity)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
     const typename Ops::vec zero = Ops::zero();
