@@ -675,9 +675,9 @@ TEST_CASE("hf parity: every bfloat16 code through each family's rotation", "[hf_
 // split products without a look at the float outputs when every |x| of the block and every |k| of
 // the token are in range. Ordinary tokens, each with inputs placed at the edges of that check:
 // pairs of signed zeros and of tiny values (products below 2^-126, where the split form rounds
-// wrong, also from normal inputs below 2^-50), huge inputs (products that overflow), exact
-// cancellations (an output of +0), and tokens with tiny (2^-90), small (2^-20), huge (2^115: k 2^16
-// overflows) and boundary (2^-50, 2^-51) coefficients;
+// wrong, also from normal inputs below 2^-50), huge and large inputs (products that overflow),
+// exact cancellations (an output of +0), and tokens with tiny (2^-90), small (2^-20), large (2^90),
+// huge (2^115: k 2^16 overflows) and boundary (2^-50, 2^-51) coefficients;
 // head_dim 80 for the ragged block. Every family against the scalar reference, bit for bit.
 TEST_CASE("hf parity: bfloat16 blocks checked on their bits, at the edges of the check", "[hf_parity]") {
   std::vector<std::pair<const char*, kernels::hf_rotate_kernel<bfloat16>>> families;
@@ -693,7 +693,7 @@ TEST_CASE("hf parity: bfloat16 blocks checked on their bits, at the edges of the
       for (int i = 0; i < d; ++i) {
         const std::size_t at = static_cast<std::size_t>(t * d + i);
         const float angle = 0.1f + 0.37f * static_cast<float>(i % half + 3 * t);
-        const float scale = t == 3 ? 0x1p-90f : t == 4 ? 0x1p115f : t == 6 ? 0x1p-20f : 1.0f;
+        const float scale = t == 3 ? 0x1p-90f : t == 4 ? 0x1p115f : t == 6 ? 0x1p-20f : t == 7 ? 0x1p90f : 1.0f;
         cos[at] = bfloat16(scale * std::cos(angle));
         sin[at] = bfloat16(scale * std::sin(angle));
         if (t == 5) cos[at] = sin[at] = bfloat16(0.70703125f);  // equal coefficients: cancellations below
@@ -722,6 +722,9 @@ TEST_CASE("hf parity: bfloat16 blocks checked on their bits, at the edges of the
               break;
             case 4:  // equal inputs: R(a c) = R(b s) where c = s
               pair[half] = pair[0];
+              break;
+            case 5:  // large inputs: products beyond float's range only with large coefficients
+              pair[0] = bfloat16(0x1.8p26f);
               break;
             default:
               break;

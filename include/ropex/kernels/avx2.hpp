@@ -236,9 +236,8 @@ struct f32 {
   static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
     const bits exponent = _mm256_set1_epi16(0x7f80);
     const bits ev = _mm256_and_si256(v, exponent), ew = _mm256_and_si256(w, exponent);
-    bits outside = _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(low << 7)), _mm256_min_epi16(ev, ew));
-    if (high < 255)
-      outside = _mm256_or_si256(outside, _mm256_cmpgt_epi16(_mm256_max_epi16(ev, ew), _mm256_set1_epi16(static_cast<short>(high << 7))));
+    bits outside = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(low << 7)), _mm256_min_epi16(ev, ew)),
+                                   _mm256_cmpgt_epi16(_mm256_max_epi16(ev, ew), _mm256_set1_epi16(static_cast<short>(high << 7))));
     if (n < 16)
       outside = _mm256_and_si256(outside, _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(n)),
                                                              _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
@@ -253,11 +252,6 @@ struct f32 {
   static void bf16_store_halves(bfloat16* first, bfloat16* second, bits v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm256_castsi256_si128(v));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(second), _mm256_extracti128_si256(v, 1));
-  }
-  static bool bf16_any_special(bits v, bits w) {
-    const bits exponent = _mm256_set1_epi16(0x7f80);
-    const bits special = _mm256_cmpeq_epi16(_mm256_max_epi16(_mm256_and_si256(v, exponent), _mm256_and_si256(w, exponent)), exponent);
-    return !_mm256_testz_si256(special, special);
   }
   // shuffle_ps picks within 128-bit halves; the permutation puts the halves' picks in order.
   static vec even_lanes(vec v0, vec v1) {

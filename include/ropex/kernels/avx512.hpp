@@ -271,19 +271,14 @@ struct f32 {
   // the same operations.
   static bits bf16_merge_normal(vec even, vec odd) { return bf16_merge(even, odd); }
   // Whether any of the first n bfloat16 of v or w has an exponent field outside [low, high] (0:
-  // zeros and subnormals, 255: infinities and NaNs), and whether any of v or w is infinite or NaN.
+  // zeros and subnormals, 255: infinities and NaNs).
   static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
     const bits exponent = _mm512_set1_epi16(0x7f80);
     const bits ev = _mm512_and_si512(v, exponent), ew = _mm512_and_si512(w, exponent);
-    __mmask32 outside = _mm512_cmplt_epu16_mask(_mm512_min_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(low << 7)));
-    if (high < 255)
-      outside |= _mm512_cmpgt_epu16_mask(_mm512_max_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(high << 7)));
+    const __mmask32 outside =
+        _mm512_cmplt_epu16_mask(_mm512_min_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(low << 7))) |
+        _mm512_cmpgt_epu16_mask(_mm512_max_epu16(ev, ew), _mm512_set1_epi16(static_cast<short>(high << 7)));
     return (outside & first_halves(n)) != 0;
-  }
-  static bool bf16_any_special(bits v, bits w) {
-    const bits exponent = _mm512_set1_epi16(0x7f80);
-    const bits most = _mm512_max_epu16(_mm512_and_si512(v, exponent), _mm512_and_si512(w, exponent));
-    return _mm512_cmpeq_epi16_mask(most, exponent) != 0;
   }
   // R(a) in the low 16 bfloat16, R(b) in the high 16 (for results the caller checks on their bits),
   // and the two halves stored at first and second.

@@ -24,8 +24,8 @@
 //                                      the rotation forms (from bfloat16 operands, or the default
 //                                      NaN) has a zero low half, which the rounding keeps.
 // With hf_split_products: set1, fnma, any_not_normal, any_beyond, and for the blocks checked on
-// bits bf16_merge_normal, bf16_any_exponent_outside, bf16_any_special, bf16_pack_halves,
-// bf16_store_halves and any_magnitude_outside (bfloat16); with
+// bits bf16_merge_normal, bf16_any_exponent_outside, bf16_pack_halves, bf16_store_halves and
+// any_magnitude_outside (bfloat16); with
 // hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
 // any_below (a NaN counts as below) and any_nan.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
@@ -91,7 +91,7 @@ struct hf_rotation {
   typename Ops::vec limit;             // float16 split products: the largest |x| of the token
   bool round_trip;  // every product rounded on its own (c.. then hold k)
   bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
-  bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^100) (see hf_half_block_by_parity)
+  bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^8) (see hf_half_block_by_parity)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
     const typename Ops::vec zero = Ops::zero();
@@ -118,7 +118,7 @@ struct hf_rotation {
     }
     return r;
   }
-  // The split form of coefficients k known to lie in [2^-50, 2^100) in magnitude.
+  // The split form of coefficients k known to lie in [2^-50, 2^8) in magnitude.
   ROPEX_ALWAYS_INLINE static hf_rotation in_range_split(typename Ops::vec c, typename Ops::vec s, typename Ops::vec c2,
                                                        typename Ops::vec s2) {
     hf_rotation r{c, s, c2, s2, c, s, c2, s2, c, false, true, true};
@@ -230,14 +230,14 @@ struct hf_pair_block {
   static constexpr bool bit_checked = O::bf16_by_parity && std::is_same_v<T, bfloat16> && coefficients::split;
   struct input {
     typename O::vec a, b;
-    bool small;  // bit_checked: some |x| below 2^-50
+    bool outside;  // bit_checked: some |x| outside [2^-50, 2^27)
   };
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
     if constexpr (bit_checked) {
       if (n == pairs) {
         const T *cos = from.cos + i, *sin = from.sin + i;
         const typename O::vec c = O::load(cos), s = O::load(sin), c2 = O::load(cos + from.half), s2 = O::load(sin + from.half);
-        const typename O::vec low = O::set1(0x1p-50f), high = O::set1(0x1.fffffep99f);
+        const typename O::vec low = O::set1(0x1p-50f), high = O::set1(0x1.fffffep7f);
         if (__builtin_expect(!O::any_magnitude_outside(c, s, low, high) && !O::any_magnitude_outside(c2, s2, low, high), 1))
           return coefficients::in_range_split(c, s, c2, s2);
       }
@@ -249,7 +249,7 @@ struct hf_pair_block {
   ROPEX_ALWAYS_INLINE static input read(const T* x, int /*half*/, int n) {
     if constexpr (O::bf16_by_parity && std::is_same_v<T, bfloat16>) {
       const typename O::bits v = O::load_bits(x, 2 * n);
-      return {O::bf16_even(v), O::bf16_odd(v), bit_checked && O::bf16_any_exponent_outside(v, v, 77, 255, 2 * n)};
+      return {O::bf16_even(v), O::bf16_odd(v), bit_checked && O::bf16_any_exponent_outside(v, v, 77, 153, 2 * n)};
     } else if constexpr (O::pairs_side_by_side) {
       const int m = 2 * n;
       const typename O::vec v0 = m >= O::lanes ? O::load(x) : O::load(x, m);
@@ -266,14 +266,10 @@ struct hf_pair_block {
   // The rotation of pairs [0, n) read by read(), written at out (first outputs) and out + half.
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
     if constexpr (bit_checked) {
-      if (__builtin_expect(k.in_range && !v.small, 1)) {  // in_range: whole blocks only
-        typename O::vec a = v.a, b = v.b;
-        k.split_products(a, b);
-        const typename O::bits both = O::bf16_pack_halves(a, b);
-        if (__builtin_expect(!O::bf16_any_special(both, both), 1)) {
-          O::bf16_store_halves(out, out + half, both);
-          return;
-        }
+      if (__builtin_expect(k.in_range && !v.outside, 1)) {  // in_range: whole blocks only
+        k.split_products(v.a, v.b);
+        O::bf16_store_halves(out, out + half, O::bf16_pack_halves(v.a, v.b));
+        return;
       }
     }
     k.apply(v.a, v.b);
@@ -331,18 +327,18 @@ struct hf_half_block_by_parity {
   using coefficients = typename split::coefficients;
   struct input {
     typename O::vec ae, ao, be, bo;
-    bool small;  // some |x| of the n pairs below 2^-50 (exponent field below 77), a zero among them
+    bool outside;  // some |x| of the n pairs outside [2^-50, 2^27) (exponent fields 77 to 153)
   };
   // HF's rows are bfloat16 too, so a block's coefficients split by parity as x does (no lane
-  // permutes); a block with a coefficient outside [2^-50, 2^100) in magnitude (exponent fields 77 to
-  // 226) takes the general load.
+  // permutes); a block with a coefficient outside [2^-50, 2^8) in magnitude (exponent fields 77 to
+  // 134) takes the general load.
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
     if constexpr (hf_rotation<T>::split) {
       const T* cos = from.cos + i;
       const T* sin = from.sin + i;
       const typename O::bits c = O::load_bits(cos, n), s = O::load_bits(sin, n), c2 = O::load_bits(cos + from.half, n),
                              s2 = O::load_bits(sin + from.half, n);
-      if (__builtin_expect(!O::bf16_any_exponent_outside(c, s, 77, 226, n) && !O::bf16_any_exponent_outside(c2, s2, 77, 226, n), 1))
+      if (__builtin_expect(!O::bf16_any_exponent_outside(c, s, 77, 134, n) && !O::bf16_any_exponent_outside(c2, s2, 77, 134, n), 1))
         return {hf_rotation<T>::in_range_split(O::bf16_even(c), O::bf16_even(s), O::bf16_even(c2), O::bf16_even(s2)),
                 hf_rotation<T>::in_range_split(O::bf16_odd(c), O::bf16_odd(s), O::bf16_odd(c2), O::bf16_odd(s2))};
     }
@@ -350,29 +346,24 @@ struct hf_half_block_by_parity {
   }
   ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
     const typename O::bits va = O::load_bits(x, n), vb = O::load_bits(x + half, n);
-    bool small = false;
-    if constexpr (hf_rotation<T>::split) small = O::bf16_any_exponent_outside(va, vb, 77, 255, n);
-    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb), small};
+    bool outside = false;
+    if constexpr (hf_rotation<T>::split) outside = O::bf16_any_exponent_outside(va, vb, 77, 153, n);
+    return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb), outside};
   }
-  // With split products a cheaper check than hf_rotation::apply's, on bits (docs/formulas.md,
-  // section 5): when every |x| of the block is at least 2^-50 (read finds any below) and every |k|
-  // lies in [2^-50, 2^100), every product is at least 2^-100, so the split form rounds it right
-  // unless x is infinite or NaN or fl(x k (q + 1)) overflows, and each leaves an infinite or NaN
-  // output. Finite outputs are then PyTorch's float values, zero or at least 2^-107 in magnitude,
-  // which the merge rounds as PyTorch does; an exact zero (R(a c) = R(b s), common in bfloat16) is
-  // +0 in both. Any other block takes apply.
+  // With split products a cheaper check than hf_rotation::apply's, on the bits of the inputs and
+  // coefficients (docs/formulas.md, section 5): with every |x| of the block in [2^-50, 2^27) (read)
+  // and every |k| of the token in [2^-50, 2^8) (in_range), every product lies in [2^-100, 2^35),
+  // where the split form rounds it right and nothing overflows. The outputs are then PyTorch's
+  // float values, zero or at least 2^-107 in magnitude, which the merge rounds as PyTorch does; an
+  // exact zero (R(a c) = R(b s), common in bfloat16) is +0 in both. Other blocks take apply.
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
     if constexpr (hf_rotation<T>::split) {
-      if (__builtin_expect(k.even.in_range && !v.small, 1)) {  // even and odd share the form
-        input r = v;
-        k.even.split_products(r.ae, r.be);
-        k.odd.split_products(r.ao, r.bo);
-        const typename O::bits lo = O::bf16_merge_normal(r.ae, r.ao), hi = O::bf16_merge_normal(r.be, r.bo);
-        if (__builtin_expect(!O::bf16_any_special(lo, hi), 1)) {
-          O::store_bits(out, lo, n);
-          O::store_bits(out + half, hi, n);
-          return;
-        }
+      if (__builtin_expect(k.even.in_range && !v.outside, 1)) {  // even and odd share the form
+        k.even.split_products(v.ae, v.be);
+        k.odd.split_products(v.ao, v.bo);
+        O::store_bits(out, O::bf16_merge_normal(v.ae, v.ao), n);
+        O::store_bits(out + half, O::bf16_merge_normal(v.be, v.bo), n);
+        return;
       }
     }
     k.even.apply(v.ae, v.be);
