@@ -74,7 +74,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
 // inverse RMS of all 16, then their scaling. A row's sum, fold, square root and division are a
 // chain of latencies that its multiplies wait on; forming 16 rows' r before any multiply lets those
 // chains overlap, where a group of 4 normalised in turn left each group waiting on its own (one
-// token of Qwen3-8B shapes in L1, Zen 5: rms_norm_heads + apply 0.53 -> 0.44-0.45 us). Each row
+// token of Qwen3-8B shapes in L1, Zen 5: rms_norm_heads + apply 0.50-0.545 -> 0.44-0.47 us). Each row
 // keeps its own order of operations, so the bits are unchanged.
 template <bool Prefetch>
 __attribute__((always_inline)) inline void normalize_rows_body(const float* x, std::int64_t x_stride, float* out,
