@@ -2,6 +2,7 @@
 // the memory roofline and against the separate calls they replace.
 //   norm/<tokens>/fused       norm_rope(q, k); roofline: in-place x *= a over q and k
 //   norm/<tokens>/separate    rms_norm_heads(q), rms_norm_heads(k), apply(q, k); same roofline
+//   norm/<tokens>/norm_only   rms_norm_heads(q), rms_norm_heads(k) alone; same roofline
 //   append/<tokens>/<C>/fused     rope_append_kv into a paged cache of C; roofline: q scaled in
 //                                 place, k and v read as float and written as rows of sizeof(C)
 //                                 bytes (the bytes the operation must move, whatever C is)
@@ -52,7 +53,9 @@ std::vector<std::int64_t> positions_for(std::int64_t tokens) {
   return p;
 }
 
-void norm_rope_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
+enum class norm_form { fused, separate, norm_only };
+
+void norm_rope_bench(benchmark::State& state, std::int64_t tokens, norm_form form) {
   const std::size_t q_n = static_cast<std::size_t>(tokens * kQHeads * kHeadDim), k_n = q_n / 4;
   aligned_buffer<float> q(q_n), k(k_n), weights(2 * kHeadDim);
   fill(q.data(), q_n, 1);
@@ -71,12 +74,12 @@ void norm_rope_bench(benchmark::State& state, std::int64_t tokens, bool fused) {
   ropex_bench::run_paired(
       state, bytes, bytes, ropex_bench::calls_per_timing(static_cast<std::size_t>(bytes / 2)),
       [&] {
-        if (fused) {
+        if (form == norm_form::fused) {
           ropex::norm_rope(rope, qv, kv, positions.data(), q_norm, k_norm);
         } else {
           ropex::rms_norm_heads(qv, q_norm, kHeadDim);
           ropex::rms_norm_heads(kv, k_norm, kHeadDim);
-          rope.apply(qv, kv, positions.data());
+          if (form == norm_form::separate) rope.apply(qv, kv, positions.data());
         }
       },
       [&] {
@@ -215,7 +218,11 @@ const int registered = [] {
   for (std::int64_t tokens : {std::int64_t{4096}, std::int64_t{16}, std::int64_t{1}})
     for (bool fused : {true, false}) {
       const std::string tail = std::to_string(tokens) + (fused ? "/fused" : "/separate");
-      benchmark::RegisterBenchmark(("norm/" + tail).c_str(), norm_rope_bench, tokens, fused)->UseManualTime();
+      benchmark::RegisterBenchmark(("norm/" + tail).c_str(), norm_rope_bench, tokens,
+                                   fused ? norm_form::fused : norm_form::separate)->UseManualTime();
+      if (!fused)
+        benchmark::RegisterBenchmark(("norm/" + std::to_string(tokens) + "/norm_only").c_str(), norm_rope_bench, tokens,
+                                     norm_form::norm_only)->UseManualTime();
       const auto append = [&](const char* cache_type, auto bench) {
         benchmark::RegisterBenchmark(("append/" + std::to_string(tokens) + "/" + cache_type + (fused ? "/fused" : "/separate")).c_str(),
                                      bench, tokens, fused)->UseManualTime();
