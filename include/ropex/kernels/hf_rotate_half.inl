@@ -219,6 +219,14 @@ struct hf_rotation {
   }
 };
 
+// The bounds of the bfloat16 check on bits (hf_half_block_by_parity::write has the argument):
+// every |x| in [2^-50, 2^27), exponent fields 77 to 153, and every |k| in [2^-50, 2^8), fields 77 to
+// 134; as floats for the blocks that test coefficients after widening them.
+struct bf16_bit_check {
+  static constexpr int least_field = 77, input_most_field = 153, coefficient_most_field = 134;
+  static constexpr float least = 0x1p-50f, coefficient_most = 0x1.fffffep7f;
+};
+
 // Interleaved input, de-interleaved output: lanes pairs a block. A block's outputs land on the
 // inputs of later blocks, so a head is read whole (read) before any of it is written (write).
 template <class T, class O = f32>
@@ -237,7 +245,7 @@ struct hf_pair_block {
       if (n == pairs) {
         const T *cos = from.cos + i, *sin = from.sin + i;
         const typename O::vec c = O::load(cos), s = O::load(sin), c2 = O::load(cos + from.half), s2 = O::load(sin + from.half);
-        const typename O::vec low = O::set1(0x1p-50f), high = O::set1(0x1.fffffep7f);
+        const typename O::vec low = O::set1(bf16_bit_check::least), high = O::set1(bf16_bit_check::coefficient_most);
         if (__builtin_expect(!O::any_magnitude_outside(c, s, low, high) && !O::any_magnitude_outside(c2, s2, low, high), 1))
           return coefficients::in_range_split(c, s, c2, s2);
       }
@@ -249,7 +257,9 @@ struct hf_pair_block {
   ROPEX_ALWAYS_INLINE static input read(const T* x, int /*half*/, int n) {
     if constexpr (O::bf16_by_parity && std::is_same_v<T, bfloat16>) {
       const typename O::bits v = O::load_bits(x, 2 * n);
-      return {O::bf16_even(v), O::bf16_odd(v), bit_checked && O::bf16_any_exponent_outside(v, v, 77, 153, 2 * n)};
+      return {O::bf16_even(v), O::bf16_odd(v),
+              bit_checked && O::bf16_any_exponent_outside(v, v, bf16_bit_check::least_field,
+                                                          bf16_bit_check::input_most_field, 2 * n)};
     } else if constexpr (O::pairs_side_by_side) {
       const int m = 2 * n;
       const typename O::vec v0 = m >= O::lanes ? O::load(x) : O::load(x, m);
@@ -338,7 +348,10 @@ struct hf_half_block_by_parity {
       const T* sin = from.sin + i;
       const typename O::bits c = O::load_bits(cos, n), s = O::load_bits(sin, n), c2 = O::load_bits(cos + from.half, n),
                              s2 = O::load_bits(sin + from.half, n);
-      if (__builtin_expect(!O::bf16_any_exponent_outside(c, s, 77, 134, n) && !O::bf16_any_exponent_outside(c2, s2, 77, 134, n), 1))
+      constexpr int least = bf16_bit_check::least_field, most = bf16_bit_check::coefficient_most_field;
+      if (__builtin_expect(!O::bf16_any_exponent_outside(c, s, least, most, n) &&
+                               !O::bf16_any_exponent_outside(c2, s2, least, most, n),
+                           1))
         return {hf_rotation<T>::in_range_split(O::bf16_even(c), O::bf16_even(s), O::bf16_even(c2), O::bf16_even(s2)),
                 hf_rotation<T>::in_range_split(O::bf16_odd(c), O::bf16_odd(s), O::bf16_odd(c2), O::bf16_odd(s2))};
     }
@@ -347,7 +360,8 @@ struct hf_half_block_by_parity {
   ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
     const typename O::bits va = O::load_bits(x, n), vb = O::load_bits(x + half, n);
     bool outside = false;
-    if constexpr (hf_rotation<T>::split) outside = O::bf16_any_exponent_outside(va, vb, 77, 153, n);
+    if constexpr (hf_rotation<T>::split)
+      outside = O::bf16_any_exponent_outside(va, vb, bf16_bit_check::least_field, bf16_bit_check::input_most_field, n);
     return {O::bf16_even(va), O::bf16_odd(va), O::bf16_even(vb), O::bf16_odd(vb), outside};
   }
   // With split products a cheaper check than hf_rotation::apply's, on the bits of the inputs and
