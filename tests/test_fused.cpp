@@ -704,79 +704,82 @@ TEST_CASE("FP8 caches shift as codes on every family: the scalar family's codes,
   // freedom is where the exact rotation lies within the float rotation's error of a tie between two
   // codes (the families fuse a c - b s differently), and then either neighbour is accepted (such
   // elements are counted). Every code is in the cache, NaN ones included: a pair holding a NaN
-  // becomes NaN. The first three blocks hold no NaN code (their NaN codes become +-448), so the
-  // families with a number-only form for such heads (AVX-512) take it there and their full form in
-  // the others. 37 pairs of an 80-wide head: full vectors and a tail on every family, and
-  // pass-through channels that must not change.
-  const int d = 80, rotary = 74, pairs = rotary / 2;
-  const std::int64_t kv_heads = 3, block_size = 4, num_blocks = 6, slots_total = block_size * num_blocks;
-  std::vector<float8_e4m3> codes(std::size_t(slots_total * kv_heads * d));
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    const auto bits = static_cast<std::uint8_t>(i * 37 + 11);
-    const bool nan_free_block = i < codes.size() / 2;
-    codes[i] = float8_e4m3::from_bits(nan_free_block && (bits & 0x7fu) == 0x7fu ? static_cast<std::uint8_t>(bits - 1) : bits);
-  }
-  std::vector<std::int64_t> slots(static_cast<std::size_t>(slots_total)), deltas(slots.size());
-  for (std::size_t s = 0; s < slots.size(); ++s) {
-    slots[s] = std::int64_t(s);
-    deltas[s] = std::int64_t(s) * 977 - 9000;
-  }
-  const auto is_nan = [](float8_e4m3 c) { return (c.bits & 0x7fu) == 0x7fu; };
+  // becomes NaN. Only every fourth head row holds NaN codes (the others' become +-448), so the
+  // families with a number-only form for heads without them (AVX-512, two heads at a time) take it
+  // there and their full form beside: in nhd blocks a slot's three heads mix both kinds. Head
+  // shapes: 37 pairs of an 80-wide head (full vectors, a tail, and pass-through channels that must
+  // not change), and 16, 20 and 64 pairs (one to four AVX-512 blocks, a tail among them).
   long near_ties = 0;
-  for (layout pairing : {layout::half, layout::interleaved}) {
-    const rotary_embedding rope(rope_config{d, rotary, 1e4, pairing}, yarn{4.0, 2048});
-    const auto inv = rope.freqs().inv_freq;
-    for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd}) {
-      kv_cache_view<float8_e4m3> view{nullptr, nullptr, num_blocks, block_size, kv_heads, d};
-      view.layout = block_layout;
-      const auto shifted = [&](kernels::isa isa) {
-        kernels::forced_isa guard(isa);
-        std::vector<float8_e4m3> cache_k = codes;
-        kv_cache_view<float8_e4m3> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
-        cache.layout = block_layout;
-        cache.k_scale = 0.02f;
-        shift_cache_each(rope, cache, slots.data(), slots_total, deltas.data());
-        return cache_k;
-      };
-      const std::vector<float8_e4m3> expected = shifted(kernels::isa::scalar);
-      for (kernels::isa isa : kernels::available_isas()) {
-        INFO(kernels::isa_name(isa) << (pairing == layout::half ? " half" : " interleaved")
-                                    << (block_layout == kv_layout::nhd ? " nhd" : " hnd"));
-        const std::vector<float8_e4m3> got = isa == kernels::isa::scalar ? expected : shifted(isa);
-        for (std::int64_t s = 0; s < slots_total; ++s)
-          for (std::int64_t h = 0; h < kv_heads; ++h) {
-            const std::int64_t row = detail::cache_row(view, s, h);
-            for (int c = rotary; c < d; ++c) REQUIRE(got[std::size_t(row + c)].bits == codes[std::size_t(row + c)].bits);
-            for (int i = 0; i < pairs; ++i) {
-              const std::int64_t ia = pairing == layout::half ? i : 2 * i, ib = pairing == layout::half ? i + pairs : 2 * i + 1;
-              const float8_e4m3 a = codes[std::size_t(row + ia)], b = codes[std::size_t(row + ib)];
-              const long double theta = static_cast<long double>(deltas[std::size_t(s)]) * inv[std::size_t(i)];
-              const long double va = static_cast<float>(a), vb = static_cast<float>(b);
-              const long double want_a = va * std::cos(theta) - vb * std::sin(theta);
-              const long double want_b = vb * std::cos(theta) + va * std::sin(theta);
-              // fl(fl(a c) - fl(b s)) or a fused form, from cos/sin within an ulp of exact: a few u (|a| + |b|).
-              const long double slack = 8 * 0x1p-24L * (std::fabs(va) + std::fabs(vb));
-              for (auto [index, want] : {std::pair{ia, want_a}, std::pair{ib, want_b}}) {
-                const float8_e4m3 g = got[std::size_t(row + index)], e = expected[std::size_t(row + index)];
-                if (is_nan(a) || is_nan(b)) {
-                  REQUIRE(is_nan(g));
-                  REQUIRE(is_nan(e));
-                  continue;
-                }
-                const long double value = static_cast<float>(g);
-                const auto [below, above] = e4m3_neighbours(want);
-                const long double tie = (below + above) / 2;
-                const bool near_tie = below != above && std::fabs(want - tie) <= slack;
-                const long double other = value == below ? above : below;
-                REQUIRE((value == below || value == above));
-                if (!near_tie) REQUIRE(std::fabs(value - want) <= std::fabs(other - want));
-                if (g.bits != e.bits) {
-                  REQUIRE(near_tie);
-                  ++near_ties;
+  const std::int64_t kv_heads = 3, block_size = 4, num_blocks = 6, slots_total = block_size * num_blocks;
+  for (auto [d, rotary] : {std::pair{80, 74}, std::pair{32, 32}, std::pair{64, 40}, std::pair{128, 128}}) {
+    const int pairs = rotary / 2;
+    std::vector<float8_e4m3> codes(std::size_t(slots_total * kv_heads * d));
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      const auto bits = static_cast<std::uint8_t>(i * 37 + 11);
+      const bool nan_free_row = i / std::size_t(d) % 4 != 3;
+      codes[i] = float8_e4m3::from_bits(nan_free_row && (bits & 0x7fu) == 0x7fu ? static_cast<std::uint8_t>(bits - 1) : bits);
+    }
+    std::vector<std::int64_t> slots(static_cast<std::size_t>(slots_total)), deltas(slots.size());
+    for (std::size_t s = 0; s < slots.size(); ++s) {
+      slots[s] = std::int64_t(s);
+      deltas[s] = std::int64_t(s) * 977 - 9000;
+    }
+    const auto is_nan = [](float8_e4m3 c) { return (c.bits & 0x7fu) == 0x7fu; };
+    for (layout pairing : {layout::half, layout::interleaved}) {
+      const rotary_embedding rope(rope_config{d, rotary, 1e4, pairing}, yarn{4.0, 2048});
+      const auto inv = rope.freqs().inv_freq;
+      for (kv_layout block_layout : {kv_layout::nhd, kv_layout::hnd}) {
+        kv_cache_view<float8_e4m3> view{nullptr, nullptr, num_blocks, block_size, kv_heads, d};
+        view.layout = block_layout;
+        const auto shifted = [&](kernels::isa isa) {
+          kernels::forced_isa guard(isa);
+          std::vector<float8_e4m3> cache_k = codes;
+          kv_cache_view<float8_e4m3> cache{cache_k.data(), nullptr, num_blocks, block_size, kv_heads, d};
+          cache.layout = block_layout;
+          cache.k_scale = 0.02f;
+          shift_cache_each(rope, cache, slots.data(), slots_total, deltas.data());
+          return cache_k;
+        };
+        const std::vector<float8_e4m3> expected = shifted(kernels::isa::scalar);
+        for (kernels::isa isa : kernels::available_isas()) {
+          INFO(kernels::isa_name(isa) << (pairing == layout::half ? " half" : " interleaved")
+                                      << (block_layout == kv_layout::nhd ? " nhd" : " hnd"));
+          const std::vector<float8_e4m3> got = isa == kernels::isa::scalar ? expected : shifted(isa);
+          for (std::int64_t s = 0; s < slots_total; ++s)
+            for (std::int64_t h = 0; h < kv_heads; ++h) {
+              const std::int64_t row = detail::cache_row(view, s, h);
+              for (int c = rotary; c < d; ++c) REQUIRE(got[std::size_t(row + c)].bits == codes[std::size_t(row + c)].bits);
+              for (int i = 0; i < pairs; ++i) {
+                const std::int64_t ia = pairing == layout::half ? i : 2 * i, ib = pairing == layout::half ? i + pairs : 2 * i + 1;
+                const float8_e4m3 a = codes[std::size_t(row + ia)], b = codes[std::size_t(row + ib)];
+                const long double theta = static_cast<long double>(deltas[std::size_t(s)]) * inv[std::size_t(i)];
+                const long double va = static_cast<float>(a), vb = static_cast<float>(b);
+                const long double want_a = va * std::cos(theta) - vb * std::sin(theta);
+                const long double want_b = vb * std::cos(theta) + va * std::sin(theta);
+                // fl(fl(a c) - fl(b s)) or a fused form, from cos/sin within an ulp of exact: a few u (|a| + |b|).
+                const long double slack = 8 * 0x1p-24L * (std::fabs(va) + std::fabs(vb));
+                for (auto [index, want] : {std::pair{ia, want_a}, std::pair{ib, want_b}}) {
+                  const float8_e4m3 g = got[std::size_t(row + index)], e = expected[std::size_t(row + index)];
+                  if (is_nan(a) || is_nan(b)) {
+                    REQUIRE(is_nan(g));
+                    REQUIRE(is_nan(e));
+                    continue;
+                  }
+                  const long double value = static_cast<float>(g);
+                  const auto [below, above] = e4m3_neighbours(want);
+                  const long double tie = (below + above) / 2;
+                  const bool near_tie = below != above && std::fabs(want - tie) <= slack;
+                  const long double other = value == below ? above : below;
+                  REQUIRE((value == below || value == above));
+                  if (!near_tie) REQUIRE(std::fabs(value - want) <= std::fabs(other - want));
+                  if (g.bits != e.bits) {
+                    REQUIRE(near_tie);
+                    ++near_ties;
+                  }
                 }
               }
             }
-          }
+        }
       }
     }
   }
