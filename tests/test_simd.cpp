@@ -18,6 +18,7 @@ namespace {
 
 using ropex::bfloat16;
 using ropex::float16;
+using ropex::float8_e4m3;
 using ropex::layout;
 using ropex::kernels::isa;
 
@@ -654,6 +655,84 @@ TEST_CASE("the AVX512-BF16 bfloat16 rotation equals the integer-rounding one bit
       }
   INFO(compared << " values compared");
   CHECK(mismatches == 0);
+}
+#endif
+
+#if defined(__x86_64__) && !defined(ROPEX_PORTABLE_ONLY)
+namespace {
+ROPEX_BEGIN_TARGET_AVX512_VBMI
+// avx512_vbmi's decode of the 64 codes at p, stored as floats.
+void decode_e4m3_x4(const float8_e4m3* p, float* out) {
+  __m512 v[4];
+  ropex::kernels::avx512_vbmi::f32::load_e4m3_x4(p, v);
+  for (int k = 0; k < 4; ++k) _mm512_storeu_ps(out + 16 * k, v[k]);
+}
+ROPEX_END_TARGET
+}  // namespace
+
+TEST_CASE("the AVX512-VBMI FP8 rotation equals the avx512 one bit for bit", "[simd][types]") {
+  if (!ropex::kernels::has_avx512_vbmi()) {
+    WARN("skipping: this CPU has no AVX512_VBMI (the avx512 family decodes FP8 codes through float16)");
+    return;
+  }
+  // Every code, NaN ones in some heads only (heads without them take the number-only form, two
+  // at a time, and four whole blocks of a head the byte-permute decode), coefficients below and
+  // beyond 2^64 (beyond: the full form), heads of one to several blocks with and without a tail.
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int> any_code(0, 0xff);
+  std::uniform_real_distribution<float> angle(-3.2f, 3.2f);
+  long mismatches = 0, compared = 0;
+  for (int pairs : {1, 7, 16, 17, 48, 60, 64, 65, 100, 128})
+    for (layout pairing : {layout::half, layout::interleaved})
+      for (int heads : {3, 4})
+        for (int variant = 0; variant < 3; ++variant) {
+          const int dim = 2 * pairs, stride = dim + 3;
+          std::vector<float8_e4m3> x(static_cast<std::size_t>(heads * stride));
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            const auto code = static_cast<std::uint8_t>(any_code(rng));
+            const bool nan_allowed = i / std::size_t(stride) == 1;  // the second head only
+            x[i] = float8_e4m3::from_bits(!nan_allowed && (code & 0x7fu) == 0x7fu ? static_cast<std::uint8_t>(code - 1) : code);
+          }
+          std::vector<float> c(static_cast<std::size_t>(pairs)), s(static_cast<std::size_t>(pairs));
+          for (int i = 0; i < pairs; ++i) {
+            const float t = angle(rng), scale = variant == 2 && i == pairs - 1 ? 0x1p70f : variant == 1 ? 3.0f : 1.0f;
+            c[static_cast<std::size_t>(i)] = std::cos(t) * scale;
+            s[static_cast<std::size_t>(i)] = std::sin(t) * scale;
+          }
+          std::vector<float8_e4m3> a = x, b = x;
+          ropex::kernels::avx512::rotate_token(a.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing, false);
+          ropex::kernels::avx512_vbmi::rotate_token(b.data(), heads, stride, c.data(), s.data(), 0, pairs, pairs, pairing,
+                                                    false);
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            ++compared;
+            if (a[i].bits != b[i].bits && mismatches++ == 0)
+              FAIL_CHECK("pairs " << pairs << " heads " << heads << " variant " << variant << " element " << i
+                                  << ": avx512 0x" << std::hex << int(a[i].bits) << " vs VBMI 0x" << int(b[i].bits));
+          }
+        }
+  INFO(compared << " values compared");
+  CHECK(mismatches == 0);
+  // The decode of every code, NaNs included, gives float8_e4m3's float bits.
+  std::vector<float8_e4m3> codes(256);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = float8_e4m3::from_bits(static_cast<std::uint8_t>(i));
+  std::vector<float> decoded(256);
+  for (std::size_t i = 0; i < codes.size(); i += 64) decode_e4m3_x4(codes.data() + i, decoded.data() + i);
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    INFO("code 0x" << std::hex << i);
+    REQUIRE(bits_of(decoded[i]) == bits_of(static_cast<float>(codes[i])));
+  }
+  // Every code but the NaNs through the table decode, in heads of 64 pairs: with cos 1 and sin 0
+  // each nonzero value comes back as it was (zeros may change sign: a - (-0) = +0).
+  std::vector<float8_e4m3> all(4 * 128);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto code = static_cast<std::uint8_t>(i * 3);
+    all[i] = float8_e4m3::from_bits((code & 0x7fu) == 0x7fu ? std::uint8_t(0x30) : code);
+  }
+  std::vector<float> one(64, 1.0f), zero(64, 0.0f);
+  std::vector<float8_e4m3> got = all;
+  ropex::kernels::avx512_vbmi::rotate_token(got.data(), 4, 128, one.data(), zero.data(), 0, 64, 64, layout::half, false);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if ((all[i].bits & 0x7fu) != 0) REQUIRE(got[i].bits == all[i].bits);
 }
 #endif
 

@@ -176,6 +176,16 @@ struct f32 {
     }
     return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(char(0xff))) == 0;
   }
+  // Two heads of n <= 64 codes at a and b (and half further): e4m3_nan_free of both, in one test.
+  static bool e4m3_nan_free(const float8_e4m3* a, const float8_e4m3* b, int half, int n) {
+    const __mmask64 bytes = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+    const __m512i sign = _mm512_set1_epi8(char(0x80));
+    const __m512i x = _mm512_max_epu8(_mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a), sign),
+                                      _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half), sign));
+    const __m512i y = _mm512_max_epu8(_mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, b), sign),
+                                      _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, b + half), sign));
+    return _mm512_cmpeq_epi8_mask(_mm512_max_epu8(x, y), _mm512_set1_epi8(char(0xff))) == 0;
+  }
   static constexpr bool has_numbers_only_e4m3 = true;
   static vec load_numbers(const float8_e4m3* p) {
     return e4m3_numbers(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -399,6 +409,82 @@ struct f32 : avx512::f32 {
 #include "ropex/kernels/hf_rotate_half.inl"
 
 }  // namespace ropex::kernels::avx512_bf16
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+ROPEX_END_TARGET
+
+// ---- FP8 E4M3 decoded by byte permutes (AVX512_VBMI: Ice Lake, Sapphire Rapids, Zen 4 and later) -
+// Every E4M3 value is a bfloat16 (its 4-bit exponent and 3 mantissa bits fit bfloat16's 8 and 7,
+// subnormals included), so the top two bytes of a float: vpermi2b looks both up for 64 codes at
+// once in 128-entry tables indexed by a code's low seven bits (it ignores the eighth), the sign is
+// or-ed into the top byte, and a zero-masking vpermi2b per 16 codes moves each code's two bytes
+// into the top half of its float. The tables give the NaN codes float8_e4m3's quiet NaN, so these
+// are e4m3_values's bits: 7 operations per 64 codes where that takes 5 to 7 per 16. The kernels'
+// FP8 heads of four whole blocks decoded two at a time use it (rotate_two_heads_numbers); the
+// registry takes this family's FP8 rotation only after cpuid reports AVX512_VBMI.
+ROPEX_BEGIN_TARGET_AVX512_VBMI
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+namespace ropex::kernels::avx512_vbmi {
+
+using avx512::combine_lanes;
+using avx512::cos_sin_seed;
+using avx512::cos_sin_seed_inline;
+using avx512::f64;
+
+// The bfloat16 bits of E4M3 magnitude code m (0..127) as two byte tables, and the byte indices
+// that spread codes 16 k .. 16 k + 15 of a vector into the top halves of 16 floats.
+struct e4m3_tables {
+  alignas(64) std::uint8_t low[128];
+  alignas(64) std::uint8_t high[128];
+  alignas(64) std::uint32_t spread[4][16];
+};
+constexpr std::uint16_t e4m3_bfloat16_bits(int m) {
+  const int exponent = m >> 3, mantissa = m & 7;
+  if (m == 0x7f) return 0x7fc0;
+  if (exponent > 0) return static_cast<std::uint16_t>(((exponent + 120) << 7) | (mantissa << 4));
+  if (mantissa == 0) return 0;
+  const int top = mantissa >= 4 ? 2 : mantissa >= 2 ? 1 : 0;  // subnormal: mantissa 2^-9 = 2^(top - 9) (1 + ...)
+  return static_cast<std::uint16_t>(((118 + top) << 7) | ((mantissa - (1 << top)) << (7 - top)));
+}
+constexpr e4m3_tables make_e4m3_tables() {
+  e4m3_tables t{};
+  for (int m = 0; m < 128; ++m) {
+    t.low[m] = static_cast<std::uint8_t>(e4m3_bfloat16_bits(m) & 0xff);
+    t.high[m] = static_cast<std::uint8_t>(e4m3_bfloat16_bits(m) >> 8);
+  }
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 16; ++i)  // byte 2 from the low table (index < 64), byte 3 from the high one
+      t.spread[k][i] = (static_cast<std::uint32_t>(64 + 16 * k + i) << 24) | (static_cast<std::uint32_t>(16 * k + i) << 16);
+  return t;
+}
+inline constexpr e4m3_tables e4m3_table = make_e4m3_tables();
+
+// avx512's ops and a decode of 64 FP8 codes at once.
+struct f32 : avx512::f32 {
+  static constexpr bool has_e4m3_x4 = true;
+  // The 64 codes at p as four vectors (codes 16 k .. 16 k + 15 in out[k]), e4m3_values's bits.
+  ROPEX_ALWAYS_INLINE static void load_e4m3_x4(const float8_e4m3* p, vec* out) {
+    const __m512i codes = _mm512_loadu_si512(p);
+    const __m512i low =
+        _mm512_permutex2var_epi8(_mm512_load_si512(e4m3_table.low), codes, _mm512_load_si512(e4m3_table.low + 64));
+    __m512i high =
+        _mm512_permutex2var_epi8(_mm512_load_si512(e4m3_table.high), codes, _mm512_load_si512(e4m3_table.high + 64));
+    high = _mm512_ternarylogic_epi32(codes, _mm512_set1_epi8(char(0x80)), high, 0xea);  // (codes & 0x80) | high
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k)
+      out[k] = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(
+          0xccccccccccccccccull, low, _mm512_load_si512(e4m3_table.spread[k]), high));
+  }
+};
+
+#include "ropex/kernels/rotate_token.inl"
+
+}  // namespace ropex::kernels::avx512_vbmi
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

@@ -97,6 +97,13 @@ inline bool detect_avx512_bf16() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return detect_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
+
+// AVX512_VBMI (cpuid leaf 7, subleaf 0, ECX bit 1): the byte permutes the avx512 family's FP8
+// rotation decodes codes with when present (avx512.hpp, namespace avx512_vbmi).
+inline bool detect_avx512_vbmi() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return detect_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 1));
+}
 #endif
 
 inline bool always() { return true; }
@@ -107,6 +114,16 @@ inline bool never() { return false; }
 inline bool has_avx512_bf16() {
 #if ROPEX_KERNELS_X86
   static const bool yes = detail::detect_avx512_bf16();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// True when the avx512 family's FP8 rotation decodes codes with AVX512_VBMI byte permutes (cached).
+inline bool has_avx512_vbmi() {
+#if ROPEX_KERNELS_X86
+  static const bool yes = detail::detect_avx512_vbmi();
   return yes;
 #else
   return false;
@@ -143,6 +160,13 @@ kernel_set<T> avx512_set() {
       set.rotate_token = &avx512_bf16::rotate_token<bfloat16>;
       set.rotate_stored = &avx512_bf16::rotate_rows<bfloat16>;
       set.rotate_combined = &avx512_bf16::rotate_rows<bfloat16>;
+    }
+  // So has the FP8 rotation, for CPUs with AVX512_VBMI.
+  if constexpr (std::is_same_v<T, float8_e4m3>)
+    if (has_avx512_vbmi()) {
+      set.rotate_token = &avx512_vbmi::rotate_token<float8_e4m3>;
+      set.rotate_stored = &avx512_vbmi::rotate_rows<float8_e4m3>;
+      set.rotate_combined = &avx512_vbmi::rotate_rows<float8_e4m3>;
     }
   return set;
 }
