@@ -18,9 +18,12 @@
 //                                      nothing
 //   set1(v), mul(a, b), add(a, b)      a broadcast float, lane-wise product and sum (a fused norm's
 //                                      loads, normed_values)
-//   has_numbers_only_e4m3 (optional)   with e4m3_nan_free(a, half, n) and load_numbers /
-//                                      store_numbers: FP8 loads and stores for heads without NaN
-//                                      codes, the bits of load / store with fewer operations
+//   has_numbers_only_e4m3 (optional)   with e4m3_nan_free(a, half, n), e4m3_nan_free(a, b, half, n)
+//                                      (two heads, n <= 64) and load_numbers / store_numbers: FP8
+//                                      loads and stores for heads without NaN codes, the bits of
+//                                      load / store with fewer operations
+//   has_e4m3_x4 (optional)             with load_e4m3_x4(p, out): 64 FP8 codes as 4 vectors, the
+//                                      bits of load (lanes == 16)
 // Interleaved pairs (x[2i], x[2i+1]):
 //   pair_lanes                         pairs per step
 //   pairs_side_by_side                 true: a vec holds the pairs as stored (x86); false: `pairs`
@@ -544,6 +547,7 @@ ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half,
     });
   };
   if constexpr (W == 4 && has_e4m3_x4<O>::value) {
+    static_assert(O::lanes == 16, "load_e4m3_x4 fills four blocks of 16");
     if (tail == 0) {
 #pragma GCC unroll 2
       for (int j = 0; j < 2; ++j) {
