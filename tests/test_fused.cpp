@@ -711,8 +711,8 @@ TEST_CASE("FP8 caches shift as codes on every family: the scalar family's codes,
   // not change), and 16, 20 and 64 pairs (one to four AVX-512 blocks, a tail among them).
   long near_ties = 0;
   const std::int64_t kv_heads = 3, block_size = 4, num_blocks = 6, slots_total = block_size * num_blocks;
-  for (auto [d, rotary] : {std::pair{80, 74}, std::pair{32, 32}, std::pair{64, 40}, std::pair{128, 128}}) {
-    const int pairs = rotary / 2;
+  for (const auto& shape : {std::pair{80, 74}, std::pair{32, 32}, std::pair{64, 40}, std::pair{128, 128}}) {
+    const int d = shape.first, rotary = shape.second, pairs = rotary / 2;  // (lambdas below use d)
     std::vector<float8_e4m3> codes(std::size_t(slots_total * kv_heads * d));
     for (std::size_t i = 0; i < codes.size(); ++i) {
       const auto bits = static_cast<std::uint8_t>(i * 37 + 11);
