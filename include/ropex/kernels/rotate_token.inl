@@ -783,9 +783,12 @@ struct stored_source {
 struct combined_source {
   static constexpr bool pipelined = true;
   static bool read_ahead(const pair_range& range) { return range.prefetch; }
-  // Heads of up to two blocks: past that the in-line seed and the combine's registers crowd the
-  // heads' and held_token's call to the seed is as fast (Zen 5).
-  static constexpr int fixed_blocks = 2;
+  // Heads of up to two vectors of pairs (32 on AVX-512: two half-layout blocks, four interleaved
+  // ones): past that the in-line seed and the combine's registers crowd the heads' and
+  // held_token's call to the seed is as fast (Zen 5: (b) half 0.82-0.90 -> 0.78 with heads of 64
+  // pairs taken; (e) interleaved 0.65-0.66 -> 0.69 with its heads of 32 pairs in four blocks).
+  static constexpr int fixed_blocks = 4;
+  static constexpr int fixed_pairs = 2 * f32::lanes;
   static constexpr bool fixed_read_ahead = false;
   // InlineSeed: a new block's seed is formed in line (fixed_tokens), where its chain of double
   // operations overlaps the work around it; the other loops call cos_sin_seed and stay small.
@@ -851,6 +854,17 @@ template <class S, class = void>
 struct fixed_blocks_of : std::integral_constant<int, 0> {};
 template <class S>
 struct fixed_blocks_of<S, std::void_t<decltype(S::fixed_blocks)>> : std::integral_constant<int, S::fixed_blocks> {};
+// And up to how many pairs (a source without fixed_pairs: no limit beyond the blocks): with block
+// type B, heads of up to fixed_blocks_within<B, S> blocks.
+template <class S, class = void>
+struct fixed_pairs_of : std::integral_constant<int, 0> {};
+template <class S>
+struct fixed_pairs_of<S, std::void_t<decltype(S::fixed_pairs)>> : std::integral_constant<int, S::fixed_pairs> {};
+template <class B, class S>
+inline constexpr int fixed_blocks_within =
+    fixed_pairs_of<S>::value > 0 && fixed_pairs_of<S>::value / B::pairs < fixed_blocks_of<S>::value
+        ? fixed_pairs_of<S>::value / B::pairs
+        : fixed_blocks_of<S>::value;
 
 // A single token read through a norm (a decode step of norm_rope) takes fixed_tokens up to 4
 // blocks whatever its source: held_token's block count known only at run time costs a compare per
@@ -866,7 +880,8 @@ inline constexpr int fixed_blocks_most =
 
 template <class B, class Read, class T, class Source>
 void rotate_fixed(const token_rows<T>& rows, int offset, Source& source, int half, int blocks) {
-  constexpr int most = fixed_blocks_most<Read, Source>;
+  constexpr int most =
+      std::is_same_v<Read, read_normed> ? fixed_blocks_most<Read, Source> : fixed_blocks_within<B, Source>;
   switch (blocks) {
     case 1: return fixed_tokens<B, 1, Read>(rows, offset, source, half);
     case 2: return fixed_tokens<B, 2, Read>(rows, offset, source, half);
@@ -886,7 +901,7 @@ void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source&
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
     const int most = std::is_same_v<Read, read_normed> && rows.tokens == 1 ? fixed_blocks_most<Read, Source>
-                                                                            : fixed_blocks_of<Source>::value;
+                                                                            : fixed_blocks_within<B, Source>;
     if (n == blocks * B::pairs && blocks <= most && !range.prefetch)
       return rotate_fixed<B, Read>(rows, offset, source, range.half, blocks);
   }
