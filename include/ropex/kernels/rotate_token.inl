@@ -519,18 +519,18 @@ ROPEX_ALWAYS_INLINE void rotate_head(T* head, int half, const typename B::coeffi
   rotate_held<B, 0, Capacity>(head, half, k, whole, tail, values);
 }
 
-// Two FP8 heads without NaN codes (number-only form) of W blocks each, the last holding `tail` pairs
-// when tail > 0: every value of both heads is loaded and widened before the first rotation and
-// every rotation done before the first store, so the two heads' chains of conversions overlap. A
-// head at a time, each value's chain (widen, rotate, round, narrow) kept the core waiting on
-// latency: in L1, 6.9 cycles per 16 values one head at a time, 4.9 two heads together (Zen 5).
-// Each value's operations are those of half_block_numbers: the same bits.
 // Ops with load_e4m3_x4 (avx512_vbmi) decode four whole blocks of FP8 codes in one step.
 template <class O, class = void>
 struct has_e4m3_x4 : std::false_type {};
 template <class O>
 struct has_e4m3_x4<O, std::void_t<decltype(O::has_e4m3_x4)>> : std::true_type {};
 
+// Two FP8 heads without NaN codes (number-only form) of W blocks each, the last holding `tail` pairs
+// when tail > 0: every value of both heads is loaded and widened before the first rotation and
+// every rotation done before the first store, so the two heads' chains of conversions overlap. A
+// head at a time, each value's chain (widen, rotate, round, narrow) kept the core waiting on
+// latency: in L1, 6.9 cycles per 16 values one head at a time, 4.9 two heads together (Zen 5).
+// Each value's operations are those of half_block_numbers: the same bits.
 template <int W, class O = f32, class T, class K>
 ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half, const K* k, int tail) {
   typename O::vec a[2][W], b[2][W];
@@ -584,12 +584,13 @@ ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half,
 // coefficients' 8 fit the 32 registers.
 inline constexpr int paired_head_blocks = 4;
 
-// The heads of tensor v at token t. FP8 heads without NaN codes in a token that allows the
-// number-only form go two at a time (rotate_two_heads_numbers); the others one at a time.
+// The heads of tensor v at token t. In a token that allows the number-only form, FP8 heads go two
+// at a time: both without NaN codes through rotate_two_heads_numbers, else both in the full form
+// (the same bits either way); the other heads one at a time.
 template <class B, int Capacity, class Read, class T, class O = f32>
-ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, std::int64_t t, int offset, int half, int n,
-                                      const typename B::coefficients* k, int whole, int tail, bool numbers_only,
-                                      std::int64_t ahead) {
+ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, std::int64_t t, int offset, int half,
+                                             int n, const typename B::coefficients* k, int whole, int tail,
+                                             bool numbers_only, std::int64_t ahead) {
   T* x = rows.row(v, t) + offset;
   const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
   std::int64_t h = 0;
