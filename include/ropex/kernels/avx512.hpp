@@ -165,26 +165,27 @@ struct f32 {
   // at a + half is a NaN (e4m3_nan_free) and the token's coefficients are below 2^64 in magnitude
   // (moderate_coefficients), every value the rotation loads and stores is a number (at most
   // 448 * 2^65), so load_numbers / store_numbers skip the NaN steps.
-  static bool e4m3_nan_free(const float8_e4m3* a, int half, int n) {
+  // Per byte lane, the larger of the `bytes` codes at a and a + half, each | 0x80: 0xff only where
+  // one of them is a NaN code.
+  ROPEX_ALWAYS_INLINE static __m512i e4m3_top(const float8_e4m3* a, int half, __mmask64 bytes) {
     const __m512i sign = _mm512_set1_epi8(char(0x80));
-    __m512i top = sign;  // the largest code | 0x80 of each byte lane; 0xff only for a NaN code
-    for (int i = 0; i < n; i += 64) {
-      const __mmask64 bytes = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
-      const __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + i), sign);
-      const __m512i y = _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half + i), sign);
-      top = _mm512_max_epu8(top, _mm512_max_epu8(x, y));
-    }
+    return _mm512_max_epu8(_mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a), sign),
+                           _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half), sign));
+  }
+  ROPEX_ALWAYS_INLINE static __mmask64 first_bytes(int n) {
+    return n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  }
+  ROPEX_ALWAYS_INLINE static bool no_nan_code(__m512i top) {
     return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(char(0xff))) == 0;
+  }
+  static bool e4m3_nan_free(const float8_e4m3* a, int half, int n) {
+    __m512i top = _mm512_setzero_si512();
+    for (int i = 0; i < n; i += 64) top = _mm512_max_epu8(top, e4m3_top(a + i, half, first_bytes(n - i)));
+    return no_nan_code(top);
   }
   // Two heads of n <= 64 codes at a and b (and half further): e4m3_nan_free of both, in one test.
   static bool e4m3_nan_free(const float8_e4m3* a, const float8_e4m3* b, int half, int n) {
-    const __mmask64 bytes = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
-    const __m512i sign = _mm512_set1_epi8(char(0x80));
-    const __m512i x = _mm512_max_epu8(_mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a), sign),
-                                      _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, a + half), sign));
-    const __m512i y = _mm512_max_epu8(_mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, b), sign),
-                                      _mm512_or_si512(_mm512_maskz_loadu_epi8(bytes, b + half), sign));
-    return _mm512_cmpeq_epi8_mask(_mm512_max_epu8(x, y), _mm512_set1_epi8(char(0xff))) == 0;
+    return no_nan_code(_mm512_max_epu8(e4m3_top(a, half, first_bytes(n)), e4m3_top(b, half, first_bytes(n))));
   }
   static constexpr bool has_numbers_only_e4m3 = true;
   static vec load_numbers(const float8_e4m3* p) {
