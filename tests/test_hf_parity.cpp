@@ -597,9 +597,10 @@ template <class T>
 void check_families_against_scalar(const std::vector<T>& x, std::int64_t tokens, std::int64_t heads, int d,
                                    const std::vector<T>& cos, const std::vector<T>& sin,
                                    const std::vector<std::pair<const char*, kernels::hf_rotate_kernel<T>>>& families,
-                                   const char* what) {
+                                   const char* what,
+                                   const std::vector<layout>& layouts = {layout::half, layout::interleaved}) {
   const int half = d / 2;
-  for (layout pairing : {layout::half, layout::interleaved}) {
+  for (layout pairing : layouts) {
     const kernels::pair_range range{0, half, half, pairing, false};
     const auto rotate = [&](std::vector<T>& y, kernels::hf_rotate_kernel<T> k) {
       const tensor_view<T> view{y.data(), tokens, heads, heads * d, d};
@@ -731,6 +732,91 @@ TEST_CASE("hf parity: bfloat16 blocks checked on their bits, at the edges of the
           }
         }
     check_families_against_scalar(x, tokens, heads, d, cos, sin, families, "edges of the bit check");
+  }
+}
+
+// The float16 blocks' check on input bounds (hf_rotate_half.inl, hf_rotation::f16_input_bounds):
+// whole blocks take the split products when every |x| lies within bounds derived from the token's
+// coefficients, so that every product is in [2^-14, 65504]. In each block a few pairs get both
+// inputs one float16 step either side of the exact limits 2^-14 / min|k| and 65504 / max|k| of
+// their lane (or on the first float16 past it), or both on the larger lower limit of the two, the
+// input it belongs to possibly a step below; the other pairs ordinary values. So a bound one step
+// too loose (or taken from the other input's coefficients) lets a product through at the wrong
+// quantum (or a finite value for an infinite one). Even tokens have cos = sin (times 1, 2^-6, 1.375 or 40: x_high from the coefficients above
+// 1), where all four products of a pair sit at the limit together and the outputs show any of them;
+// odd tokens ordinary angles (half of them with the second half's cos and sin swapped, so each
+// input meets two equal coefficients again), one with a zero coefficient. Infinities and NaN in some heads;
+// head_dim 80 for the ragged block. Both layouts, each with the inputs at its own positions. Every
+// family against the scalar reference, bit for bit.
+TEST_CASE("hf parity: float16 blocks checked on their input bounds, at the edges of the bounds", "[hf_parity]") {
+  std::vector<std::pair<const char*, kernels::hf_rotate_kernel<float16>>> families;
+  if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<float16>);
+  if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<float16>);
+  for (int d : {128, 80}) {
+    const int half = d / 2;
+    const std::int64_t tokens = 16, heads = 16;
+    std::vector<float16> cos(static_cast<std::size_t>(tokens * d)), sin(cos.size());
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (int i = 0; i < d; ++i) {
+        const std::size_t at = static_cast<std::size_t>(t * d + i);
+        const float scales[] = {1.0f, 0x1p-6f, 1.375f, 40.0f};
+        const float scale = scales[(t / 2) % 4];
+        const float angle = t % 2 == 0 ? 0.785398f : 0.1f + 0.37f * static_cast<float>(i % half + 3 * t);
+        cos[at] = float16(scale * std::cos(angle));
+        sin[at] = t % 2 == 0 ? cos[at] : float16(scale * std::sin(angle));
+        // t % 4 == 1: the second half's rows swapped (cos' = sin, sin' = cos), unlike HF's, so
+        // that each input meets two equal coefficients and its bounds must come from those two.
+        if (t % 4 == 1 && i >= half) std::swap(cos[at], sin[at]);
+      }
+    sin[static_cast<std::size_t>(5 * d + 3)] = float16(0.0f);
+    const auto magnitude = [](float16 v) { return std::fabs(static_cast<double>(static_cast<float>(v))); };
+    for (layout pairing : {layout::half, layout::interleaved}) {
+      std::vector<float16> x = random_values<float16>(static_cast<std::size_t>(tokens * heads * d), 900 + static_cast<std::uint64_t>(d));
+      std::mt19937_64 g(13);
+      // The float16 `step` steps from the first one at or above `limit` (positive), random sign.
+      const auto near = [&g](double limit, int step) {
+        int bits = static_cast<int>(bits_of(float16(static_cast<float>(limit))));
+        if (static_cast<double>(static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(bits)))) < limit) ++bits;
+        return float16::from_bits(static_cast<std::uint16_t>((bits + step) | (g() % 2 ? 0x8000 : 0)));
+      };
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t h = 0; h < heads; ++h)
+          for (int i = 0; i < half; ++i) {
+            float16* head = x.data() + (t * heads + h) * d;
+            float16& a = head[pairing == layout::half ? i : 2 * i];
+            float16& b = head[pairing == layout::half ? half + i : 2 * i + 1];
+            const float16 *c = cos.data() + t * d, *s = sin.data() + t * d;
+            // a meets c[i] and s[half + i], b meets s[i] and c[half + i].
+            const double a_least = std::min(magnitude(c[i]), magnitude(s[half + i])),
+                         b_least = std::min(magnitude(s[i]), magnitude(c[half + i])),
+                         a_most = std::max(magnitude(c[i]), magnitude(s[half + i])),
+                         b_most = std::max(magnitude(s[i]), magnitude(c[half + i]));
+            if (g() % 8 != 0) continue;  // a few pairs per block
+            const int step = static_cast<int>(g() % 3) - 1;
+            switch (h % 4) {
+              case 0:  // both at their lower limits
+                if (a_least > 0 && 0x1p-14 / a_least < 60000) a = near(0x1p-14 / a_least, step);
+                if (b_least > 0 && 0x1p-14 / b_least < 60000) b = near(0x1p-14 / b_least, step);
+                break;
+              case 1:  // both at the larger lower limit, the one it belongs to a step below or on it
+                if (a_least > 0 && b_least > 0 && 0x1p-14 / std::min(a_least, b_least) < 60000) {
+                  const double limit = 0x1p-14 / std::min(a_least, b_least);
+                  const int below = -static_cast<int>(g() % 2);
+                  a = near(limit, a_least <= b_least ? below : 0);
+                  b = near(limit, a_least <= b_least ? 0 : below);
+                }
+                break;
+              case 2:  // both at their upper limits
+                if (65504 / a_most < 60000) a = near(65504 / a_most, step);
+                if (65504 / b_most < 60000) b = near(65504 / b_most, step);
+                break;
+              default:  // an infinity or a NaN
+                a = float16::from_bits(g() % 2 ? 0x7c00 : 0x7e00);
+                break;
+            }
+          }
+      check_families_against_scalar(x, tokens, heads, d, cos, sin, families, "edges of the input bounds", {pairing});
+    }
   }
 }
 

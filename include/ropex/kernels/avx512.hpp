@@ -352,6 +352,43 @@ struct f32 {
   // A NaN counts as below.
   static bool any_below(vec v, vec limit) { return _mm512_cmp_ps_mask(v, limit, _CMP_NGE_UQ) != 0; }
   static bool any_nan(vec v, vec w) { return _mm512_cmp_ps_mask(v, w, _CMP_UNORD_Q) != 0; }
+  // float16 input bounds: 32 lanes of 16 bits in a vec's register, those of the first 16 values in
+  // the low half. vrcp14ps: relative error below 2^-14.
+  static vec rcp(vec v) { return _mm512_rcp14_ps(v); }
+  static vec f16_bounds_none() { return _mm512_castsi512_ps(_mm512_set1_epi32(-1)); }
+  static vec f16_bounds_finite() { return _mm512_castsi512_ps(_mm512_set1_epi16(0x7bff)); }
+  static vec f16_pack(__m256i first, __m256i second) {
+    return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
+  }
+  static vec f16_pack_up(vec first, vec second) {
+    constexpr int up = _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
+    return f16_pack(_mm512_cvtps_ph(first, up), _mm512_cvtps_ph(second, up));
+  }
+  static vec f16_pack_down(vec first, vec second) {
+    constexpr int down = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+    return f16_pack(_mm512_cvtps_ph(first, down), _mm512_cvtps_ph(second, down));
+  }
+  // 16 float16 values at first and 16 at second, widened into a and b; returns their magnitudes.
+  static vec f16_load_halves(const float16* first, const float16* second, vec& a, vec& b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second));
+    a = _mm512_cvtph_ps(x);
+    b = _mm512_cvtph_ps(y);
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(f16_pack(x, y)), _mm512_set1_epi16(0x7fff)));
+  }
+  // The 16 first lanes and the 16 second ones alternated: x's order in the interleaved layout.
+  static vec f16_interleave_halves(vec v) {
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                           5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_castsi512_ps(_mm512_permutexvar_epi16(order, _mm512_castps_si512(v)));
+  }
+  // Whether every 16-bit magnitude lies in [low, high] (unsigned).
+  static bool f16_all_within(vec magnitudes, vec low, vec high) {
+    const __m512i m = _mm512_castps_si512(magnitudes);
+    const __mmask32 within =
+        _mm512_mask_cmple_epu16_mask(_mm512_cmpge_epu16_mask(m, _mm512_castps_si512(low)), m, _mm512_castps_si512(high));
+    return within == 0xffffffffu;
+  }
 };
 
 #include "ropex/kernels/rotate_token.inl"

@@ -27,7 +27,10 @@
 // bits bf16_merge_normal, bf16_any_exponent_outside, bf16_pack_halves, bf16_store_halves and
 // any_magnitude_outside (bfloat16); with
 // hf_split_float16 also max, div, max_magnitude / min_magnitude (lane-wise, sign cleared),
-// any_below (a NaN counts as below) and any_nan.
+// any_below (a NaN counts as below), any_nan, rcp (relative error below 2^-14), and for the
+// input bounds, 32 float16 magnitudes held in a vec's register: f16_bounds_none (nothing within),
+// f16_bounds_finite (every finite value), f16_pack_up / f16_pack_down (two vecs to float16,
+// rounded up / down), f16_load_halves, f16_interleave_halves and f16_all_within.
 // It also uses load/store/zero/lanes/prefetch, on x86 even_lanes/odd_lanes (interleaved input)
 // and the bfloat16 parity ops (bf16_by_parity), on NEON load_pairs (pairs_side_by_side false).
 #ifndef ROPEX_INSIDE
@@ -67,11 +70,13 @@ struct hf_rows_source {
 // x k to T's quantum, ties to even, and the fma removes the exact x k q. It gives +0 where R gives
 // -0. bfloat16: a vector of pairs whose outputs are all normal and at least 2^-96 in magnitude has
 // every bit right (a product below 2^-126 can then not have changed them). float16: a product
-// below 2^-14 (float16's subnormals) is common enough that the outputs cannot vouch for it, so the
-// products themselves are checked (|fl(x k (q + 1))| >= (2^-14) (q + 1), zeros excluded), and the
-// inputs against the token's limit (|x| max|k| <= 65504: no product rounds to infinity; infinities
-// and NaNs excluded). Any other vector is computed again with every product rounded on its bits
-// (rounded), as is a token with a coefficient beyond 2^100 (bfloat16) or not finite (float16).
+// below 2^-14 (float16's subnormals) is common enough that the outputs cannot vouch for it: whole
+// blocks check their inputs against per-lane bounds from the token's coefficients
+// (f16_input_bounds, hf_f16_write_checked), ragged tails the products themselves
+// (|fl(x k (q + 1))| >= (2^-14) (q + 1), zeros excluded) and the inputs against the token's limit
+// (|x| max|k| <= 65504: no product rounds to infinity; infinities and NaNs excluded). Any other
+// vector is computed again with every product rounded on its bits (rounded), as is a token with a
+// coefficient beyond 2^100 (bfloat16) or not finite (float16).
 // The tests check the formula for every x against k across the range, and every code of T through
 // each family's rotation.
 //
@@ -89,6 +94,7 @@ struct hf_rotation {
   typename Ops::vec c, s, c2, s2;
   typename Ops::vec cq, sq, c2q, s2q;  // split products only
   typename Ops::vec limit;             // float16 split products: the largest |x| of the token
+  typename Ops::vec x_low, x_high;     // float16 split products: input bounds (f16_input_bounds)
   bool round_trip;  // every product rounded on its own (c.. then hold k)
   bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
   bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^8) (see hf_half_block_by_parity)
@@ -96,7 +102,7 @@ struct hf_rotation {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
     const typename Ops::vec zero = Ops::zero();
     hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
-                  zero, zero, zero, zero, zero, !split, true, false};
+                  zero, zero, zero, zero, zero, no_bounds(), no_bounds(), !split, true, false};
     if constexpr (split) {
       // bfloat16: below 2^100, k q and k (q + 1) are finite (a NaN is beyond every limit). float16:
       // every finite k is below 65504.
@@ -113,6 +119,7 @@ struct hf_rotation {
               Ops::max(Ops::max_magnitude(Ops::max_magnitude(r.c, r.s), Ops::max_magnitude(r.c2, r.s2)), one);
           r.limit = Ops::div(Ops::set1(65504.0f), largest);
         }
+        r.f16_input_bounds();
       }
       r.scale();
     }
@@ -121,9 +128,32 @@ struct hf_rotation {
   // The split form of coefficients k known to lie in [2^-50, 2^8) in magnitude.
   ROPEX_ALWAYS_INLINE static hf_rotation in_range_split(typename Ops::vec c, typename Ops::vec s, typename Ops::vec c2,
                                                        typename Ops::vec s2) {
-    hf_rotation r{c, s, c2, s2, c, s, c2, s2, c, false, true, true};
+    hf_rotation r{c, s, c2, s2, c, s, c2, s2, c, no_bounds(), no_bounds(), false, true, true};
     r.scale();
     return r;
+  }
+  // What no input lies within (x_low, x_high of every form but float16's split products).
+  ROPEX_ALWAYS_INLINE static typename Ops::vec no_bounds() {
+    if constexpr (split && half) return Ops::f16_bounds_none();
+    else return Ops::zero();
+  }
+  // float16 split products, from the unscaled coefficients: per lane, the float16 magnitudes |a|
+  // (low 16 lanes of 16 bits) and |b| (high 16) in [x_low, x_high] whose every product is in
+  // float16's normal range, 2^-14 <= |x k| <= 65504, where the split form is exact (docs/formulas.md,
+  // section 5). a meets c and s2, b meets s and c2: |x| >= 2^-14 / min|k| rounded up, |x| <= 65504 /
+  // max(max|k|, 1) rounded down, the quotients through a reciprocal of relative error below 2^-14
+  // widened by 2^-12 (exact bounds would need four divisions per block and token). A coefficient 0
+  // makes x_low infinite: that lane's block takes the round trip (its product is 0, whose sign the
+  // split form loses). NaN lies above every x_high.
+  ROPEX_ALWAYS_INLINE void f16_input_bounds() {
+    const typename Ops::vec one = Ops::set1(1.0f), least = Ops::set1(0x1p-14f * (1.0f + 0x1p-12f)),
+                            most = Ops::set1(65504.0f * (1.0f - 0x1p-12f));
+    const auto low = [&](typename Ops::vec k, typename Ops::vec l) { return Ops::mul(least, Ops::rcp(Ops::min_magnitude(k, l))); };
+    const auto high = [&](typename Ops::vec k, typename Ops::vec l) {
+      return Ops::mul(most, Ops::rcp(Ops::max(Ops::max_magnitude(k, l), one)));
+    };
+    x_low = Ops::f16_pack_up(low(c, s2), low(s, c2));
+    x_high = bounded ? Ops::f16_bounds_finite() : Ops::f16_pack_down(high(c, s2), high(s, c2));
   }
   // k q and k (q + 1) from k.
   ROPEX_ALWAYS_INLINE void scale() {
@@ -190,7 +220,7 @@ struct hf_rotation {
     }
     const typename Ops::vec unscale = Ops::set1(1.0f / q);
     return {Ops::mul(c, unscale), Ops::mul(s, unscale), Ops::mul(c2, unscale), Ops::mul(s2, unscale), cq, sq, c2q, s2q,
-            limit, true, bounded, false};
+            limit, x_low, x_high, true, bounded, false};
   }
   // Both halves in one form: the round trip's if either needs it. (No recursion: GCC refuses to
   // inline an always_inline function into itself at -O1.)
@@ -215,7 +245,7 @@ struct hf_rotation {
     return {lanes<O, Even>(lo.c, hi.c),     lanes<O, Even>(lo.s, hi.s),     lanes<O, Even>(lo.c2, hi.c2),
             lanes<O, Even>(lo.s2, hi.s2),   lanes<O, Even>(lo.cq, hi.cq),   lanes<O, Even>(lo.sq, hi.sq),
             lanes<O, Even>(lo.c2q, hi.c2q), lanes<O, Even>(lo.s2q, hi.s2q), lanes<O, Even>(lo.limit, hi.limit),
-            lo.round_trip, lo.bounded && hi.bounded, lo.in_range && hi.in_range};
+            no_bounds(), no_bounds(), lo.round_trip, lo.bounded && hi.bounded, lo.in_range && hi.in_range};
   }
 };
 
@@ -227,6 +257,19 @@ struct bf16_bit_check {
   static constexpr float least = 0x1p-50f, coefficient_most = 0x1.fffffep7f;
 };
 
+// A whole block of float16 pairs checked on the bits of its inputs (|a| and |b| as float16
+// magnitudes, in the order of the token's x_low / x_high): the split products within the bounds,
+// else (mostly a product below 2^-14, which apply's check would find again) straight to the round
+// trip. First outputs at out, second at out + half.
+template <class O, class T>
+ROPEX_ALWAYS_INLINE void hf_f16_write_checked(T* out, int half, const hf_rotation<T, O>& k, typename O::vec a,
+                                              typename O::vec b, typename O::vec magnitudes) {
+  if (__builtin_expect(O::f16_all_within(magnitudes, k.x_low, k.x_high), 1)) k.split_products(a, b);
+  else hf_rotation<T, O>::rounded(a, b, k.unscaled());
+  O::store(out, a);
+  O::store(out + half, b);
+}
+
 // Interleaved input, de-interleaved output: lanes pairs a block. A block's outputs land on the
 // inputs of later blocks, so a head is read whole (read) before any of it is written (write).
 template <class T, class O = f32>
@@ -236,11 +279,21 @@ struct hf_pair_block {
   // bfloat16 split by parity with split products: whole blocks take hf_half_block_by_parity's check
   // on bits.
   static constexpr bool bit_checked = O::bf16_by_parity && std::is_same_v<T, bfloat16> && coefficients::split;
+  // float16 split products: whole blocks check their inputs' magnitudes as hf_half_block's do, the
+  // token's bounds interleaved to the order of x.
+  static constexpr bool f16_bit_checked = coefficients::split && coefficients::half;
   struct input {
     typename O::vec a, b;
-    bool outside;  // bit_checked: some |x| outside [2^-50, 2^27)
+    bool outside;                // bit_checked: some |x| outside [2^-50, 2^27)
+    typename O::vec magnitudes;  // f16_bit_checked whole blocks: |x| as float16 bits, in x's order
   };
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
+    if constexpr (f16_bit_checked) {
+      coefficients k = coefficients::load(from, i, n);
+      k.x_low = O::f16_interleave_halves(k.x_low);
+      k.x_high = O::f16_interleave_halves(k.x_high);
+      return k;
+    }
     if constexpr (bit_checked) {
       if (n == pairs) {
         const T *cos = from.cos + i, *sin = from.sin + i;
@@ -259,22 +312,36 @@ struct hf_pair_block {
       const typename O::bits v = O::load_bits(x, 2 * n);
       return {O::bf16_even(v), O::bf16_odd(v),
               bit_checked && O::bf16_any_exponent_outside(v, v, bf16_bit_check::least_field,
-                                                          bf16_bit_check::input_most_field, 2 * n)};
+                                                          bf16_bit_check::input_most_field, 2 * n),
+              O::zero()};
     } else if constexpr (O::pairs_side_by_side) {
+      if constexpr (f16_bit_checked) {
+        if (n == pairs) {
+          typename O::vec v0, v1;
+          const typename O::vec magnitudes = O::f16_load_halves(x, x + O::lanes, v0, v1);
+          return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1), false, magnitudes};
+        }
+      }
       const int m = 2 * n;
       const typename O::vec v0 = m >= O::lanes ? O::load(x) : O::load(x, m);
       typename O::vec v1 = O::zero();
       if (m == 2 * O::lanes) v1 = O::load(x + O::lanes);
       else if (m > O::lanes) v1 = O::load(x + O::lanes, m - O::lanes);
-      return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1), false};
+      return {O::even_lanes(v0, v1), O::odd_lanes(v0, v1), false, O::zero()};
     } else {
       static_assert(O::pair_lanes == O::lanes, "load_pairs fills a vector per side");
       const typename O::pairs v = n == pairs ? O::load_pairs(x) : O::load_pairs(x, n);
-      return {v.val[0], v.val[1], false};
+      return {v.val[0], v.val[1], false, O::zero()};
     }
   }
   // The rotation of pairs [0, n) read by read(), written at out (first outputs) and out + half.
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    if constexpr (f16_bit_checked) {
+      if (n == pairs) {
+        hf_f16_write_checked<O>(out, half, k, v.a, v.b, v.magnitudes);
+        return;
+      }
+    }
     if constexpr (bit_checked) {
       if (__builtin_expect(k.in_range && !v.outside, 1)) {  // in_range: whole blocks only
         k.split_products(v.a, v.b);
@@ -302,17 +369,35 @@ template <class T, class O = f32>
 struct hf_half_block {
   static constexpr int pairs = O::lanes, values = O::lanes, registers = hf_rotation<T>::registers;
   using coefficients = hf_rotation<T>;
+  // float16 split products: whole blocks check their inputs' magnitudes against the token's bounds
+  // (hf_rotation::f16_input_bounds) on the bits they load, with no look at the products.
+  static constexpr bool bit_checked = coefficients::split && coefficients::half;
   struct input {
     typename O::vec a, b;
+    typename O::vec magnitudes;  // bit_checked whole blocks: |a| and |b| as float16 bits
   };
   ROPEX_ALWAYS_INLINE static coefficients load_coefficients(const hf_rows<T>& from, int i, int n) {
     return coefficients::load(from, i, n);
   }
   ROPEX_ALWAYS_INLINE static input read(const T* x, int half, int n) {
-    if (n == pairs) return {O::load(x), O::load(x + half)};
-    return {O::load(x, n), O::load(x + half, n)};
+    if (n == pairs) {
+      if constexpr (bit_checked) {
+        input v;
+        v.magnitudes = O::f16_load_halves(x, x + half, v.a, v.b);
+        return v;
+      } else {
+        return {O::load(x), O::load(x + half), O::zero()};
+      }
+    }
+    return {O::load(x, n), O::load(x + half, n), O::zero()};
   }
   ROPEX_ALWAYS_INLINE static void write(T* out, int half, const coefficients& k, input v, int n) {
+    if constexpr (bit_checked) {
+      if (n == pairs) {
+        hf_f16_write_checked<O>(out, half, k, v.a, v.b, v.magnitudes);
+        return;
+      }
+    }
     k.apply(v.a, v.b);
     if (n == pairs) {
       O::store(out, v.a);
