@@ -872,17 +872,16 @@ inline constexpr int fixed_blocks_within =
 // block there, and its one gain for read_normed, fetching the next token's rows, has no next token
 // (one token of Qwen3-8B shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline).
 inline constexpr int fixed_blocks_normed_token = 4;
-template <class Read, class Source>
+template <class B, class Read, class Source>
 inline constexpr int fixed_blocks_most =
-    std::is_same_v<Read, read_normed> && fixed_blocks_of<Source>::value > 0 &&
-            fixed_blocks_of<Source>::value < fixed_blocks_normed_token
+    std::is_same_v<Read, read_normed> && fixed_blocks_within<B, Source> > 0 &&
+            fixed_blocks_within<B, Source> < fixed_blocks_normed_token
         ? fixed_blocks_normed_token
-        : fixed_blocks_of<Source>::value;
+        : fixed_blocks_within<B, Source>;
 
 template <class B, class Read, class T, class Source>
 void rotate_fixed(const token_rows<T>& rows, int offset, Source& source, int half, int blocks) {
-  constexpr int most =
-      std::is_same_v<Read, read_normed> ? fixed_blocks_most<Read, Source> : fixed_blocks_within<B, Source>;
+  constexpr int most = fixed_blocks_most<B, Read, Source>;
   switch (blocks) {
     case 1: return fixed_tokens<B, 1, Read>(rows, offset, source, half);
     case 2: return fixed_tokens<B, 2, Read>(rows, offset, source, half);
@@ -901,7 +900,7 @@ template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
-    const int most = std::is_same_v<Read, read_normed> && rows.tokens == 1 ? fixed_blocks_most<Read, Source>
+    const int most = std::is_same_v<Read, read_normed> && rows.tokens == 1 ? fixed_blocks_most<B, Read, Source>
                                                                             : fixed_blocks_within<B, Source>;
     if (n == blocks * B::pairs && blocks <= most && !range.prefetch)
       return rotate_fixed<B, Read>(rows, offset, source, range.half, blocks);
