@@ -867,28 +867,38 @@ inline constexpr int fixed_blocks_within =
         ? fixed_pairs_of<S>::value / B::pairs
         : fixed_blocks_of<S>::value;
 
-// A single token read through a norm (a decode step of norm_rope) takes fixed_tokens up to 4
-// blocks whatever its source: held_token's block count known only at run time costs a compare per
-// block there, and its one gain for read_normed, fetching the next token's rows, has no next token
-// (one token of Qwen3-8B shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline).
-inline constexpr int fixed_blocks_normed_token = 4;
-template <class B, class Read, class Source>
+// A single token (a decode step) takes fixed_tokens for heads of up to 8 whole blocks whatever its
+// source, within what the registers hold: held_token's block count known only at run time costs a
+// compare and branch per block, its in-line seed is a look-up in the thread's memo there, and there
+// is no next token to read ahead. Heads of 8 blocks are the common interleaved head of 128 and the
+// half-layout head of 256. 1 x 32 x 128 fp32 on Intel Xeon (Cascade Lake, whose branches in a 32-byte
+// line cost a decode from the legacy decoders), median per call: half fly 363 -> 250 ns, interleaved
+// fly 446 -> 300-380 ns, interleaved table 270 -> ~250 ns; a norm_rope decode step of Qwen3-8B
+// shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline.
+inline constexpr int fixed_blocks_single_token = 8;
+template <class B>
+inline constexpr int fixed_blocks_single =
+    fixed_blocks_single_token < held_capacity<B> ? fixed_blocks_single_token : held_capacity<B>;
+template <class B, class Source>
 inline constexpr int fixed_blocks_most =
-    std::is_same_v<Read, read_normed> && fixed_blocks_within<B, Source> > 0 &&
-            fixed_blocks_within<B, Source> < fixed_blocks_normed_token
-        ? fixed_blocks_normed_token
-        : fixed_blocks_within<B, Source>;
+    fixed_blocks_within<B, Source> == 0 ? 0
+    : fixed_blocks_within<B, Source> > fixed_blocks_single<B> ? fixed_blocks_within<B, Source>
+                                                               : fixed_blocks_single<B>;
 
+// Rotates the batch through fixed_tokens if heads of `blocks` blocks have an instance there (1 to 4,
+// and 8 where the source allows them); false: the caller's loops take it.
 template <class B, class Read, class T, class Source>
-void rotate_fixed(const token_rows<T>& rows, int offset, Source& source, int half, int blocks) {
-  constexpr int most = fixed_blocks_most<B, Read, Source>;
+bool rotate_fixed(const token_rows<T>& rows, int offset, Source& source, int half, int blocks) {
+  constexpr int most = fixed_blocks_most<B, Source>;
   switch (blocks) {
-    case 1: return fixed_tokens<B, 1, Read>(rows, offset, source, half);
-    case 2: return fixed_tokens<B, 2, Read>(rows, offset, source, half);
-    case 3: if constexpr (most >= 3) return fixed_tokens<B, 3, Read>(rows, offset, source, half); break;
-    case 4: if constexpr (most >= 4) return fixed_tokens<B, 4, Read>(rows, offset, source, half); break;
+    case 1: fixed_tokens<B, 1, Read>(rows, offset, source, half); return true;
+    case 2: fixed_tokens<B, 2, Read>(rows, offset, source, half); return true;
+    case 3: if constexpr (most >= 3) { fixed_tokens<B, 3, Read>(rows, offset, source, half); return true; } break;
+    case 4: if constexpr (most >= 4) { fixed_tokens<B, 4, Read>(rows, offset, source, half); return true; } break;
+    case 8: if constexpr (most >= 8) { fixed_tokens<B, 8, Read>(rows, offset, source, half); return true; } break;
     default: break;
   }
+  return false;
 }
 
 // The batch with block type B: per token, its coefficients once, then every head of each tensor.
@@ -900,10 +910,10 @@ template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
-    const int most = std::is_same_v<Read, read_normed> && rows.tokens == 1 ? fixed_blocks_most<B, Read, Source>
-                                                                            : fixed_blocks_within<B, Source>;
-    if (n == blocks * B::pairs && blocks <= most && !range.prefetch)
-      return rotate_fixed<B, Read>(rows, offset, source, range.half, blocks);
+    const int most = rows.tokens == 1 ? fixed_blocks_most<B, Source> : fixed_blocks_within<B, Source>;
+    if (n == blocks * B::pairs && blocks <= most && !range.prefetch &&
+        rotate_fixed<B, Read>(rows, offset, source, range.half, blocks))
+      return;
   }
   if constexpr (Source::pipelined) {
     constexpr int half_capacity = held_capacity<B> / 2;
