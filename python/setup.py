@@ -65,6 +65,9 @@ setup(
             cxx_std=17,
             # The kernel tables compile once, in src/kernel_tables.cpp (README, "Compile time").
             define_macros=[("ROPEX_SEPARATE_KERNELS", None)],
+            # Python's own CFLAGS ask for -g: debug information for every kernel instantiation
+            # slows the build and bloats the module; the CMake build has none in Release either.
+            extra_compile_args=["-g0"],
         )
     ],
     cmdclass={"build_ext": build_ext},

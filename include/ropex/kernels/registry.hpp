@@ -220,15 +220,26 @@ hf_rotate_kernel<T> hf_rotate_table(isa family) {
 }
 
 #if defined(ROPEX_SEPARATE_KERNELS)
-// The one translation unit that defines ROPEX_DEFINE_KERNELS compiles every table.
+// The translation unit that defines ROPEX_DEFINE_KERNELS compiles every table; one that also
+// defines ROPEX_KERNEL_PART as 1, 2 or 3 compiles a part of them (float and int8; float16 and
+// FP8; bfloat16: about equal shares of the work), so that three such files compile in parallel.
+#if defined(ROPEX_KERNEL_PART) && (ROPEX_KERNEL_PART < 1 || ROPEX_KERNEL_PART > 3)
+#error "ROPEX_KERNEL_PART must be 1 (float, int8), 2 (float16, FP8) or 3 (bfloat16)"
+#endif
+#if !defined(ROPEX_KERNEL_PART) || ROPEX_KERNEL_PART == 1
 template const kernel_set<float>& kernel_table<float>(isa);
-template const kernel_set<float16>& kernel_table<float16>(isa);
-template const kernel_set<bfloat16>& kernel_table<bfloat16>(isa);
-template const kernel_set<std::int8_t>& kernel_table<std::int8_t>(isa);
-template const kernel_set<float8_e4m3>& kernel_table<float8_e4m3>(isa);
 template hf_rotate_kernel<float> hf_rotate_table<float>(isa);
+template const kernel_set<std::int8_t>& kernel_table<std::int8_t>(isa);
+#endif
+#if !defined(ROPEX_KERNEL_PART) || ROPEX_KERNEL_PART == 2
+template const kernel_set<float16>& kernel_table<float16>(isa);
 template hf_rotate_kernel<float16> hf_rotate_table<float16>(isa);
+template const kernel_set<float8_e4m3>& kernel_table<float8_e4m3>(isa);
+#endif
+#if !defined(ROPEX_KERNEL_PART) || ROPEX_KERNEL_PART == 3
+template const kernel_set<bfloat16>& kernel_table<bfloat16>(isa);
 template hf_rotate_kernel<bfloat16> hf_rotate_table<bfloat16>(isa);
+#endif
 #endif
 #endif
 
