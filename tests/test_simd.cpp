@@ -660,6 +660,79 @@ TEST_CASE("the AVX512-BF16 bfloat16 rotation equals the integer-rounding one bit
 
 #if defined(__x86_64__) && !defined(ROPEX_PORTABLE_ONLY)
 namespace {
+ROPEX_BEGIN_TARGET_AVX512
+// avx512's 64-code decode of `codes` into `decoded` and encode of `values` into `encoded`, through
+// memory (the rotation's number-only heads use them in registers).
+void avx512_e4m3_x4(const float8_e4m3* codes, float* decoded, const float* values, float8_e4m3* encoded) {
+  using ops = ropex::kernels::avx512::f32;
+  __m512 v[4];
+  ops::load_e4m3_x4(codes, v);
+  for (int k = 0; k < 4; ++k) {
+    _mm512_storeu_ps(decoded + 16 * k, v[k]);
+    v[k] = _mm512_loadu_ps(values + 16 * k);
+  }
+  ops::store_e4m3_x4(encoded, v);
+}
+ROPEX_END_TARGET
+}  // namespace
+
+TEST_CASE("the AVX-512 64-code FP8 decode and encode give float8_e4m3's bits for every number", "[simd][types]") {
+  if (!ropex::kernels::detail::detect_avx512()) {
+    WARN("skipping: this CPU has no AVX-512");
+    return;
+  }
+  // Decode: every code but the two NaNs (number-only heads never hold them), each in every one of
+  // the 64 positions; each value comes times e4m3_x4_scale (a power of two: exact).
+  const float scale = ropex::kernels::avx512::f32::e4m3_x4_scale;
+  std::vector<float8_e4m3> codes;
+  for (unsigned code = 0; code < 256; ++code)
+    if ((code & 0x7fu) != 0x7fu) codes.push_back(float8_e4m3::from_bits(static_cast<std::uint8_t>(code)));
+  for (int turn = 0; turn < 64; ++turn) {
+    std::vector<float8_e4m3> block(64);
+    for (std::size_t i = 0; i < 64; ++i) block[i] = codes[(i * 5 + std::size_t(turn) * 7) % codes.size()];
+    std::vector<float> got(64), values(64, 1.0f);
+    std::vector<float8_e4m3> encoded(64);
+    avx512_e4m3_x4(block.data(), got.data(), values.data(), encoded.data());
+    for (std::size_t i = 0; i < 64; ++i) {
+      INFO("code 0x" << std::hex << int(block[i].bits) << " at " << std::dec << i);
+      REQUIRE(bits_of(got[i]) == bits_of(static_cast<float>(block[i]) * scale));
+    }
+  }
+  // Encode: every float16 value that is a number (the grid of E4M3 values, their ties and
+  // neighbours, subnormals, values beyond 448 and infinities; zeros of both signs), then floats
+  // with random bits; each batch of 64 lands at shifting positions, so every lane and both pack
+  // halves see every kind of value.
+  std::vector<float> values;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = static_cast<float>(ropex::float16::from_bits(static_cast<std::uint16_t>(h)));
+    if (!std::isnan(f)) values.push_back(f);
+  }
+  std::mt19937 rng(19);
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (!std::isnan(f)) values.push_back(f);
+  }
+  long compared = 0;
+  for (std::size_t start = 0; start < values.size(); start += 61) {
+    float in[64];
+    for (std::size_t i = 0; i < 64; ++i) in[i] = values[(start + i) % values.size()];
+    float8_e4m3 out[64], zeros[64] = {};
+    float decoded[64];
+    avx512_e4m3_x4(zeros, decoded, in, out);
+    for (std::size_t i = 0; i < 64; ++i) {
+      ++compared;
+      if (out[i].bits != float8_e4m3(in[i]).bits)
+        FAIL("value " << in[i] << " (bits 0x" << std::hex << bits_of(in[i]) << ") at " << std::dec << i << ": 0x"
+                      << std::hex << int(out[i].bits) << " instead of 0x" << int(float8_e4m3(in[i]).bits));
+    }
+  }
+  INFO(compared << " values encoded");
+  CHECK(compared > 265000);
+}
+
+namespace {
 ROPEX_BEGIN_TARGET_AVX512_VBMI
 // avx512_vbmi's decode of the 64 codes at p, stored as floats.
 void decode_e4m3_x4(const float8_e4m3* p, float* out) {

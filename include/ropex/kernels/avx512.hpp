@@ -196,6 +196,48 @@ struct f32 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_number_codes(v));
   }
   static void store_numbers(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_number_codes(v)); }
+  // 64 codes of a number-only head at once (rotate_token.inl, rotate_two_heads_numbers): out[k] and
+  // v[k] hold codes 16 k .. 16 k + 15. The decode gives each value times e4m3_x4_scale = 2^-8 (the
+  // binary16 number, without e4m3_numbers's * 256: the rotation takes coefficients times 256
+  // instead, once per token, which gives the same products); the encode takes values, with the
+  // bits of store_numbers. Per 64 codes this is 16 fewer operations than load_numbers /
+  // store_numbers: the decode widens 32 codes per vpmovsxbw; the encode keeps each code in its
+  // 32-bit lane (masked to its 7 magnitude bits), narrows four vectors by two saturating packs
+  // (vpmovdb is two operations a vector), takes the signs from the values themselves by signed
+  // saturating packs (a negative float's bits are a negative integer, which packs to byte 0x80; a
+  // positive one's pack to bit 7 clear), and one vpermd restores the order the packs interleave by
+  // 128-bit lane (dword j of lane l holds codes 4 (4 j + l) .. +3). Intel Cascade Lake, rotating
+  // a 128 KiB buffer in L2: 13.3 -> 11.3 cycles per 16 codes.
+  static constexpr bool has_e4m3_x4 = true;
+  static constexpr float e4m3_x4_scale = 0x1p-8f;
+  ROPEX_ALWAYS_INLINE static void load_e4m3_x4(const float8_e4m3* p, vec* out) {
+    const __m512i mask = _mm512_set1_epi16(short(0xbf80));
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i));
+      const __m512i half = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(codes), 7), mask);
+      out[2 * i] = _mm512_cvtph_ps(_mm512_castsi512_si256(half));
+      out[2 * i + 1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
+    }
+  }
+  // e4m3_round's code of a number, in the low 7 bits of its lane (the rest zero).
+  ROPEX_ALWAYS_INLINE static __m512i e4m3_magnitude_code(vec v) {
+    const vec m = _mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A);
+    const __m512i exponent = _mm512_and_si512(_mm512_max_epu32(_mm512_castps_si512(m), _mm512_set1_epi32(0x3c800000)),
+                                              _mm512_set1_epi32(0x7f800000));
+    const vec sum = _mm512_fmadd_ps(_mm512_castsi512_ps(exponent), _mm512_castsi512_ps(_mm512_set1_epi32(0x49800038)), m);
+    return _mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20)),
+                            _mm512_set1_epi32(0x7f));
+  }
+  ROPEX_ALWAYS_INLINE static void store_e4m3_x4(float8_e4m3* p, const vec* v) {
+    const __m512i magnitudes = _mm512_packus_epi16(_mm512_packus_epi32(e4m3_magnitude_code(v[0]), e4m3_magnitude_code(v[1])),
+                                                   _mm512_packus_epi32(e4m3_magnitude_code(v[2]), e4m3_magnitude_code(v[3])));
+    const __m512i signs = _mm512_packs_epi16(_mm512_packs_epi32(_mm512_castps_si512(v[0]), _mm512_castps_si512(v[1])),
+                                             _mm512_packs_epi32(_mm512_castps_si512(v[2]), _mm512_castps_si512(v[3])));
+    const __m512i codes = _mm512_ternarylogic_epi32(magnitudes, signs, _mm512_set1_epi8(char(0x80)), 0xf8);  // a | (b & c)
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_si512(p, _mm512_permutexvar_epi32(order, codes));
+  }
   static bool moderate_coefficients(vec c, vec s) {
     const vec limit = _mm512_set1_ps(0x1p64f);  // NaN compares "not less" too
     return (_mm512_cmp_ps_mask(_mm512_abs_ps(c), limit, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(_mm512_abs_ps(s), limit, _CMP_NLT_UQ)) == 0;
@@ -505,6 +547,7 @@ inline constexpr e4m3_tables e4m3_table = make_e4m3_tables();
 // avx512's ops and a decode of 64 FP8 codes at once.
 struct f32 : avx512::f32 {
   static constexpr bool has_e4m3_x4 = true;
+  static constexpr float e4m3_x4_scale = 1.0f;
   // The 64 codes at p as four vectors (codes 16 k .. 16 k + 15 in out[k]), e4m3_values's bits.
   ROPEX_ALWAYS_INLINE static void load_e4m3_x4(const float8_e4m3* p, vec* out) {
     const __m512i codes = _mm512_loadu_si512(p);

@@ -22,8 +22,9 @@
 //                                      (two heads, n <= 64) and load_numbers / store_numbers: FP8
 //                                      loads and stores for heads without NaN codes, the bits of
 //                                      load / store with fewer operations
-//   has_e4m3_x4 (optional)             with load_e4m3_x4(p, out): 64 FP8 codes as 4 vectors, the
-//                                      bits of load (lanes == 16)
+//   has_e4m3_x4 (optional)             with load_e4m3_x4(p, out) and store_e4m3_x4(p, v): 64 FP8
+//                                      codes as 4 vectors (each value times e4m3_x4_scale, a power
+//                                      of two) and back with store_numbers's bits (lanes == 16)
 // Interleaved pairs (x[2i], x[2i+1]):
 //   pair_lanes                         pairs per step
 //   pairs_side_by_side                 true: a vec holds the pairs as stored (x86); false: `pairs`
@@ -519,7 +520,8 @@ ROPEX_ALWAYS_INLINE void rotate_head(T* head, int half, const typename B::coeffi
   rotate_held<B, 0, Capacity>(head, half, k, whole, tail, values);
 }
 
-// Ops with load_e4m3_x4 (avx512_vbmi) decode four whole blocks of FP8 codes in one step.
+// Ops with load_e4m3_x4 / store_e4m3_x4 (AVX-512) decode and encode four whole blocks of FP8 codes
+// in one step.
 template <class O, class = void>
 struct has_e4m3_x4 : std::false_type {};
 template <class O>
@@ -530,20 +532,20 @@ struct has_e4m3_x4<O, std::void_t<decltype(O::has_e4m3_x4)>> : std::true_type {}
 // every rotation done before the first store, so the two heads' chains of conversions overlap. A
 // head at a time, each value's chain (widen, rotate, round, narrow) kept the core waiting on
 // latency: in L1, 6.9 cycles per 16 values one head at a time, 4.9 two heads together (Zen 5).
-// Each value's operations are those of half_block_numbers: the same bits.
+// Four whole blocks go through the ops' 64-code decode and encode (has_e4m3_x4), rotated by
+// k_x4: k divided by the decode's e4m3_x4_scale (x4_coefficients). Each value's operations are
+// those of half_block_numbers, or give the same bits: with s = e4m3_x4_scale a power of two,
+// (a s)(c / s) is the real number a c, every factor exact (a s is at least 2^-17 or zero, and the
+// number-only form takes coefficients below 2^64 only), so every product and fused sum rounds
+// the same.
 template <int W, class O = f32, class T, class K>
-ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half, const K* k, int tail) {
+ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half, const K* k, const K* k_x4, int tail) {
   typename O::vec a[2][W], b[2][W];
   T* const heads[2] = {first, second};
-  const auto load_blocks = [&]() ROPEX_ALWAYS_INLINE_LAMBDA {
+  const auto rotate_blocks = [&](const K* coefficients) ROPEX_ALWAYS_INLINE_LAMBDA {
     for_each_block<W>([&](auto V) ROPEX_ALWAYS_INLINE_LAMBDA {
-      const int n = V + 1 == W && tail > 0 ? tail : O::lanes;
 #pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j) {
-        T* p = heads[j] + V * O::lanes;
-        a[j][V] = n == O::lanes ? O::load_numbers(p) : O::load_numbers(p, n);
-        b[j][V] = n == O::lanes ? O::load_numbers(p + half) : O::load_numbers(p + half, n);
-      }
+      for (int j = 0; j < 2; ++j) O::rotate(a[j][V], b[j][V], coefficients[V].c, coefficients[V].s);
     });
   };
   if constexpr (W == 4 && has_e4m3_x4<O>::value) {
@@ -554,16 +556,25 @@ ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half,
         O::load_e4m3_x4(heads[j], a[j]);
         O::load_e4m3_x4(heads[j] + half, b[j]);
       }
-    } else {
-      load_blocks();
+      rotate_blocks(k_x4);
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        O::store_e4m3_x4(heads[j], a[j]);
+        O::store_e4m3_x4(heads[j] + half, b[j]);
+      }
+      return;
     }
-  } else {
-    load_blocks();
   }
   for_each_block<W>([&](auto V) ROPEX_ALWAYS_INLINE_LAMBDA {
+    const int n = V + 1 == W && tail > 0 ? tail : O::lanes;
 #pragma GCC unroll 2
-    for (int j = 0; j < 2; ++j) O::rotate(a[j][V], b[j][V], k[V].c, k[V].s);
+    for (int j = 0; j < 2; ++j) {
+      T* p = heads[j] + V * O::lanes;
+      a[j][V] = n == O::lanes ? O::load_numbers(p) : O::load_numbers(p, n);
+      b[j][V] = n == O::lanes ? O::load_numbers(p + half) : O::load_numbers(p + half, n);
+    }
   });
+  rotate_blocks(k);
   for_each_block<W>([&](auto V) ROPEX_ALWAYS_INLINE_LAMBDA {
     const int n = V + 1 == W && tail > 0 ? tail : O::lanes;
 #pragma GCC unroll 2
@@ -578,6 +589,22 @@ ROPEX_ALWAYS_INLINE void rotate_two_heads_numbers(T* first, T* second, int half,
       }
     }
   });
+}
+
+// The coefficients of four whole blocks for the ops' 64-code decode: k / e4m3_x4_scale, formed
+// once per token and tensor (a product per coefficient vector instead of one per value).
+template <class O, class K>
+ROPEX_ALWAYS_INLINE void x4_coefficients(const K* k, K* k_x4) {
+  if constexpr (has_e4m3_x4<O>::value) {
+    const typename O::vec factor = O::set1(1.0f / O::e4m3_x4_scale);
+    for_each_block<4>([&](auto V) ROPEX_ALWAYS_INLINE_LAMBDA {
+      k_x4[V] = k[V];
+      if constexpr (O::e4m3_x4_scale != 1.0f) {
+        k_x4[V].c = O::mul(k[V].c, factor);
+        k_x4[V].s = O::mul(k[V].s, factor);
+      }
+    });
+  }
 }
 
 // Most blocks a head may have to be rotated two heads at a time: 16 vectors of values beside the
@@ -597,6 +624,8 @@ ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, s
   if constexpr (numbers_only_form<B, T, O> && std::is_same_v<Read, read_stored>) {
     const int blocks = whole + (tail > 0);
     if (numbers_only && blocks <= paired_head_blocks && blocks <= Capacity) {
+      typename B::coefficients k_x4[paired_head_blocks];
+      if (whole == paired_head_blocks && tail == 0) x4_coefficients<O>(k, k_x4);
       for (; h + 1 < heads; h += 2) {
         T* first = x + h * stride;
         T* second = first + stride;
@@ -610,10 +639,10 @@ ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, s
           continue;
         }
         switch (blocks) {
-          case 1: rotate_two_heads_numbers<1, O>(first, second, half, k, tail); break;
-          case 2: rotate_two_heads_numbers<2, O>(first, second, half, k, tail); break;
-          case 3: rotate_two_heads_numbers<3, O>(first, second, half, k, tail); break;
-          default: rotate_two_heads_numbers<4, O>(first, second, half, k, tail); break;
+          case 1: rotate_two_heads_numbers<1, O>(first, second, half, k, k_x4, tail); break;
+          case 2: rotate_two_heads_numbers<2, O>(first, second, half, k, k_x4, tail); break;
+          case 3: rotate_two_heads_numbers<3, O>(first, second, half, k, k_x4, tail); break;
+          default: rotate_two_heads_numbers<4, O>(first, second, half, k, k_x4, tail); break;
         }
       }
     }
