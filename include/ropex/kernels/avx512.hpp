@@ -147,11 +147,15 @@ struct f32 {
   // clamps with two vminps (each returns its second operand for a NaN: |v|, then 480, whose code is
   // 0x7f); e4m3_number_codes, for values known not to be NaN, with one vrangeps (which returns
   // 448 for a quiet NaN).
-  static __m128i e4m3_round(vec v, vec m) {
+  // The magnitude's code in the low byte of each lane (higher bits: the sum's exponent).
+  ROPEX_ALWAYS_INLINE static __m512i e4m3_magnitude_lanes(vec m) {
     const __m512i exponent = _mm512_and_si512(_mm512_max_epu32(_mm512_castps_si512(m), _mm512_set1_epi32(0x3c800000)),
                                               _mm512_set1_epi32(0x7f800000));
     const vec sum = _mm512_fmadd_ps(_mm512_castsi512_ps(exponent), _mm512_castsi512_ps(_mm512_set1_epi32(0x49800038)), m);
-    __m128i codes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20)));
+    return _mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20));
+  }
+  static __m128i e4m3_round(vec v, vec m) {
+    __m128i codes = _mm512_cvtepi32_epi8(e4m3_magnitude_lanes(m));
     codes = _mm_mask_add_epi8(codes, _mm512_movepi32_mask(_mm512_castps_si512(v)), codes, _mm_set1_epi8(char(0x80)));
     __asm__("" : "+v"(codes));
     return codes;
@@ -220,14 +224,9 @@ struct f32 {
       out[2 * i + 1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
     }
   }
-  // e4m3_round's code of a number, in the low 7 bits of its lane (the rest zero).
+  // e4m3_number_codes's magnitude code of each lane, alone in the lane's low 7 bits.
   ROPEX_ALWAYS_INLINE static __m512i e4m3_magnitude_code(vec v) {
-    const vec m = _mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A);
-    const __m512i exponent = _mm512_and_si512(_mm512_max_epu32(_mm512_castps_si512(m), _mm512_set1_epi32(0x3c800000)),
-                                              _mm512_set1_epi32(0x7f800000));
-    const vec sum = _mm512_fmadd_ps(_mm512_castsi512_ps(exponent), _mm512_castsi512_ps(_mm512_set1_epi32(0x49800038)), m);
-    return _mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(sum), _mm512_srli_epi32(exponent, 20)),
-                            _mm512_set1_epi32(0x7f));
+    return _mm512_and_si512(e4m3_magnitude_lanes(_mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A)), _mm512_set1_epi32(0x7f));
   }
   ROPEX_ALWAYS_INLINE static void store_e4m3_x4(float8_e4m3* p, const vec* v) {
     const __m512i magnitudes = _mm512_packus_epi16(_mm512_packus_epi32(e4m3_magnitude_code(v[0]), e4m3_magnitude_code(v[1])),
