@@ -132,6 +132,35 @@ TEST_CASE("every kernel family's RMSNorm agrees with the scalar loop within a ro
   }
 }
 
+TEST_CASE("a weight of -0 keeps its sign in every family's norm and in norm_rope, as x * w does", "[fused]") {
+  // PyTorch's Qwen3RMSNorm multiplies by the weight as stored: a channel of weight -0 comes out -0
+  // for a positive value (adding an offset of 0 first would make it +0).
+  using ropex::kernels::isa;
+  const int d = 64;
+  std::vector<float> w = random_floats(std::size_t(d), 5);
+  for (int i = 0; i < d; i += 3) w[std::size_t(i)] = -0.0f;
+  std::vector<float> x = random_floats(std::size_t(6 * d), 6);
+  for (float& v : x) v = std::fabs(v) + 0.25f;
+  const rotary_embedding rope(rope_config{d, 0, 1e4, layout::half}, plain{});
+  const std::vector<std::int64_t> positions = {3, 70000};
+  for (isa family : {isa::scalar, isa::avx2, isa::avx512, isa::neon}) {
+    if (!ropex::kernels::isa_available(family)) continue;
+    ropex::kernels::forced_isa guard(family);
+    INFO(ropex::kernels::isa_name(family));
+    std::vector<float> normed = x;
+    rms_norm_heads(contiguous_view(normed.data(), 2, 3, d), rms_norm{w.data()}, d);
+    for (std::size_t row = 0; row < 6; ++row)
+      for (std::size_t i = 0; i < std::size_t(d); i += 3) REQUIRE(std::signbit(normed[row * d + i]));
+    std::vector<float> fused = x, separate = x;
+    norm_rope(rope, contiguous_view(fused.data(), 2, 2, d), contiguous_view(fused.data() + 4 * d, 2, 1, d),
+              positions.data(), rms_norm{w.data()}, rms_norm{w.data()});
+    rms_norm_heads(contiguous_view(separate.data(), 6, 1, d), rms_norm{w.data()}, d);
+    rope.apply(contiguous_view(separate.data(), 2, 2, d), contiguous_view(separate.data() + 4 * d, 2, 1, d),
+               positions.data());
+    REQUIRE(same_bits(fused, separate));
+  }
+}
+
 TEST_CASE("a run of rows normalised together gives each row the bits of the row alone", "[fused]") {
   // The kernels form the inverse RMS of up to 16 rows before scaling them, four rows at a time
   // (independent chains, one vector square root): every row keeps its own order of operations, so

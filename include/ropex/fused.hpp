@@ -224,13 +224,14 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
 inline constexpr std::int64_t fused_norm_rows = 256;
 
 // Channels [from, d) of x's rows, which the rotation leaves as they are (partial rotary),
-// normalised in place by the norm's (x r)(w + offset) with r = norm.inv_rms[t * x.heads + h].
+// normalised in place by the norm's (x r)(w + offset), r = norm.inv_rms[t * x.heads + h] and w + offset
+// the folded norm's weight.
 inline void normalize_channels(const tensor_view<float>& x, int from, int d, const kernels::row_norm& norm) {
   for (std::int64_t t = 0; t < x.tokens; ++t)
     for (std::int64_t h = 0; h < x.heads; ++h) {
       float* row = x.data + t * x.token_stride + h * x.head_stride;
       const float r = norm.inv_rms[t * x.heads + h];
-      for (int i = from; i < d; ++i) row[i] = row[i] * r * (norm.weight[i] + norm.offset);
+      for (int i = from; i < d; ++i) row[i] = row[i] * r * norm.weight[i];
     }
 }
 
@@ -255,12 +256,16 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
   const std::int64_t step = std::max<std::int64_t>(1, fused_norm_rows / std::max<std::int64_t>(1, rows_per_token));
   const int rotated = positions.rotated_channels(rope);
   float inv_rms[fused_norm_rows];
+  float q_factors[max_norm_dim], k_factors[max_norm_dim];  // folded_norm's, when it forms them
+  const kernels::row_norm q_folded = folded_norm(q_norm, d, inv_rms, q_factors),
+                          k_folded = folded_norm(k_norm, d, inv_rms, k_factors);
   for (std::int64_t t = 0; t < q.tokens; t += step) {
     const std::int64_t n = std::min(step, q.tokens - t);
     const tensor_view<float> views[2] = {sub_view(q, t, n, 0, q.heads), sub_view(k, t, n, 0, k.heads)};
     kernels::token_rows<float> rows = rows_of(views, 2);
-    rows.tensors[0].norm = folded_norm(q_norm, d, inv_rms);
-    rows.tensors[1].norm = folded_norm(k_norm, d, inv_rms + n * q.heads);
+    rows.tensors[0].norm = q_folded;
+    rows.tensors[1].norm = k_folded;
+    rows.tensors[1].norm.inv_rms = inv_rms + n * q.heads;
     positions.apply_rows(rope, rows, t, prefetch);
     if (rotated < d)
       for (int v = 0; v < 2; ++v) normalize_channels(views[v], rotated, d, rows.tensors[v].norm);

@@ -44,18 +44,19 @@ inline void normalize_rows_scalar(const float* x, std::int64_t x_stride, float* 
 
 #if defined(__GNUC__)
 // Rows x + g * x_stride, g < rows, scaled into out + g * out_stride by their inverse RMS r[g] and
-// the weights, each weight vector loaded once for all the rows. The rows were read (their r formed)
+// the weights (as stored, so a weight of -0 keeps its sign as in PyTorch's x * w; 1 + w under
+// unit_offset), each weight vector loaded once for all the rows. The rows were read (their r formed)
 // before any of them is written (out rows are x's rows or disjoint).
 __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64_t x_stride, float* out,
                                                        std::int64_t out_stride, std::int64_t rows, int head_dim,
                                                        const float* r, const float* weight, bool unit_offset) {
-  const float constant_weight = unit_offset ? 2.0f : 1.0f, offset = unit_offset ? 1.0f : 0.0f;
+  const float constant_weight = unit_offset ? 2.0f : 1.0f;
   int i = 0;
   for (; i + 16 <= head_dim; i += 16) {
     float16_lanes w;
     if (weight != nullptr) {
       std::memcpy(&w, weight + i, sizeof w);
-      w += offset;
+      if (unit_offset) w += 1.0f;
     }
     for (std::int64_t g = 0; g < rows; ++g) {
       float16_lanes v;
@@ -67,7 +68,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
   for (; i < head_dim; ++i)
     for (std::int64_t g = 0; g < rows; ++g)
       out[g * out_stride + i] =
-          x[g * x_stride + i] * r[g] * (weight == nullptr ? constant_weight : weight[i] + offset);
+          x[g * x_stride + i] * r[g] * (weight == nullptr ? constant_weight : unit_offset ? weight[i] + 1.0f : weight[i]);
 }
 
 // `rows` rows, x + j * x_stride normalised into out + j * out_stride, 16 rows at a time: first the

@@ -176,8 +176,8 @@ struct moved_values {
 struct normed_values {
   const float* head;    // where the head's blocks start (their pointers are into it)
   const float* weight;  // weight[i] is that of head[i]
-  f32::vec r, offset;
-  ROPEX_ALWAYS_INLINE f32::vec scaled(f32::vec x, f32::vec w) const { return f32::mul(f32::mul(x, r), f32::add(w, offset)); }
+  f32::vec r;
+  ROPEX_ALWAYS_INLINE f32::vec scaled(f32::vec x, f32::vec w) const { return f32::mul(f32::mul(x, r), w); }
   ROPEX_ALWAYS_INLINE f32::vec load(const float* p) const { return scaled(f32::load(p), f32::load(weight + (p - head))); }
   ROPEX_ALWAYS_INLINE f32::vec load(const float* p, int n) const {
     return scaled(f32::load(p, n), f32::load(weight + (p - head), n));
@@ -256,7 +256,7 @@ struct read_normed {
   ROPEX_ALWAYS_INLINE static normed_values head(const token_rows<float>& rows, int v, std::int64_t t, std::int64_t h,
                                                 const float* p, int offset) {
     const row_norm& norm = rows.tensors[v].norm;
-    return {p, norm.weight + offset, f32::set1(norm.inv_rms[t * rows.tensors[v].heads + h]), f32::set1(norm.offset)};
+    return {p, norm.weight + offset, f32::set1(norm.inv_rms[t * rows.tensors[v].heads + h])};
   }
 };
 

@@ -26,8 +26,8 @@ namespace ropex::kernels {
 // Only the rotated channels are scaled. Null inv_rms: the values as stored.
 struct row_norm {
   float* inv_rms = nullptr;
-  const float* weight = nullptr;  // the head's channels from 0; set whenever inv_rms is
-  float offset = 0, eps = 0;
+  const float* weight = nullptr;  // weight[i] + offset of the head's channels from 0; set whenever inv_rms is
+  float eps = 0;
   int head_dim = 0;
 };
 

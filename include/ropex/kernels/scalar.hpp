@@ -56,8 +56,8 @@ void rotate_token_normed(T* token, std::int64_t heads, std::int64_t head_stride,
       const float c = cos[i - first], s = sin[i - first];
       float xa = detail::load(from[ia]), xb = detail::load(from[ib]);
       if (inv_rms != nullptr) {  // rms_norm.hpp's (x r) w
-        xa = xa * inv_rms[h] * (norm.weight[ia] + norm.offset);
-        xb = xb * inv_rms[h] * (norm.weight[ib] + norm.offset);
+        xa = xa * inv_rms[h] * norm.weight[ia];
+        xb = xb * inv_rms[h] * norm.weight[ib];
       }
       x[ia] = detail::store<T>(rounded(xa * c) - rounded(xb * s));
       x[ib] = detail::store<T>(rounded(xb * c) + rounded(xa * s));
