@@ -224,8 +224,8 @@ void validate_norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, c
 inline constexpr std::int64_t fused_norm_rows = 256;
 
 // Channels [from, d) of x's rows, which the rotation leaves as they are (partial rotary),
-// normalised in place by the norm's (x r)(w + offset), r = norm.inv_rms[t * x.heads + h] and w + offset
-// the folded norm's weight.
+// normalised in place by the norm's (x r) w, r = norm.inv_rms[t * x.heads + h] and w the folded
+// norm's factor.
 inline void normalize_channels(const tensor_view<float>& x, int from, int d, const kernels::row_norm& norm) {
   for (std::int64_t t = 0; t < x.tokens; ++t)
     for (std::int64_t h = 0; h < x.heads; ++h) {

@@ -123,10 +123,10 @@ struct exact_rotation {
 // ---- how a head's values enter the rotation -------------------------------------------------------
 // A values type reads x where a block loads it, with the block's own load form: load(p[, n]) and,
 // for ops whose pairs are not side by side, load_pairs(p[, n]). stored_values reads them as they
-// lie. normed_values reads a float head as rms_norm.hpp's norm writes it, (x * r) * (w + offset)
-// with r the row's inverse RMS and w its channel's weight (row_norm): the same two roundings, so a
-// norm folded into the rotation gives the bits of the norm then the rotation, with one load and
-// one store of each value instead of the norm's pass and the rotation's.
+// lie. normed_values reads a float head as rms_norm.hpp's norm writes it, (x * r) * w with r the
+// row's inverse RMS and w its channel's factor (row_norm): the same two roundings, so a norm folded
+// into the rotation gives the bits of the norm then the rotation, with one load and one store of
+// each value instead of the norm's pass and the rotation's.
 struct stored_values {
   template <class T>
   ROPEX_ALWAYS_INLINE static f32::vec load(const T* p) {

@@ -18,15 +18,17 @@
 namespace ropex::kernels {
 
 // An RMSNorm folded into the rotation (fused.hpp's norm_rope), float rows only: value x of
-// channel i of token t's head h is rotated as (x * r) * (weight[i] + offset), the norm's own
-// roundings (rms_norm.hpp), with r = 1 / sqrt(mean(x^2) + eps) over the head's head_dim values
-// (detail/inverse_rms.hpp, the norm's order of operations), so the rows are read and written once.
+// channel i of token t's head h is rotated as (x * r) * weight[i], the norm's own roundings
+// (rms_norm.hpp), with weight[i] the norm's factor (its weight, 1 + weight under unit_offset, 1 or
+// 2 without weights: rms_norm.hpp's folded_norm) and r = 1 / sqrt(mean(x^2) + eps) over the head's
+// head_dim values (detail/inverse_rms.hpp, the norm's order of operations), so the rows are read
+// and written once.
 // A kernel forms the r of a token's heads when it first reaches the token (at pair 0) and keeps
 // them in inv_rms[t * heads + h]; calls that rotate later pairs of the same rows read them there.
 // Only the rotated channels are scaled. Null inv_rms: the values as stored.
 struct row_norm {
   float* inv_rms = nullptr;
-  const float* weight = nullptr;  // weight[i] + offset of the head's channels from 0; set whenever inv_rms is
+  const float* weight = nullptr;  // the factors of the head's channels from 0; set whenever inv_rms is
   float eps = 0;
   int head_dim = 0;
 };
