@@ -257,15 +257,15 @@ bool norm_rope_folded(const rotary_embedding& rope, const tensor_view<float>& q,
   const int rotated = positions.rotated_channels(rope);
   float inv_rms[fused_norm_rows];
   float q_factors[max_norm_dim], k_factors[max_norm_dim];  // folded_norm's, when it forms them
-  const kernels::row_norm q_folded = folded_norm(q_norm, d, inv_rms, q_factors),
-                          k_folded = folded_norm(k_norm, d, inv_rms, k_factors);
+  kernels::row_norm q_folded = folded_norm(q_norm, d, q_factors), k_folded = folded_norm(k_norm, d, k_factors);
   for (std::int64_t t = 0; t < q.tokens; t += step) {
     const std::int64_t n = std::min(step, q.tokens - t);
     const tensor_view<float> views[2] = {sub_view(q, t, n, 0, q.heads), sub_view(k, t, n, 0, k.heads)};
     kernels::token_rows<float> rows = rows_of(views, 2);
+    q_folded.inv_rms = inv_rms;
+    k_folded.inv_rms = inv_rms + n * q.heads;
     rows.tensors[0].norm = q_folded;
     rows.tensors[1].norm = k_folded;
-    rows.tensors[1].norm.inv_rms = inv_rms + n * q.heads;
     positions.apply_rows(rope, rows, t, prefetch);
     if (rotated < d)
       for (int v = 0; v < 2; ++v) normalize_channels(views[v], rotated, d, rows.tensors[v].norm);

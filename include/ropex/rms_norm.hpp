@@ -79,25 +79,26 @@ void normalize_rows(normalize_rows_fn kernel, const tensor_view<T>& from, const 
   }
 }
 
-// `norm` as the rotation kernels fold it into their loads (kernels/rotation_batch.hpp's row_norm),
-// its rows' inverse RMS kept in inv_rms. Its head_dim factors are the weights themselves or, under
-// unit_offset or without weights, formed once a call into `factors` (1 + w, 1 or 2: the sums the
-// norm's own loops form, so the same bits), where the head loops would otherwise add the offset
-// again for every head (a fifth of a decode step's vector arithmetic).
-inline kernels::row_norm folded_norm(const rms_norm& norm, int head_dim, float* inv_rms, float* factors) {
-  if (norm.weight != nullptr && !norm.unit_offset) return {inv_rms, norm.weight, static_cast<float>(norm.eps), head_dim};
-  const float offset = norm.unit_offset ? 1.0f : 0.0f;
+// `norm` as the rotation kernels fold it into their loads (kernels/rotation_batch.hpp's row_norm;
+// the caller sets inv_rms). Its head_dim factors (norm_factor's) are the weights themselves or,
+// under unit_offset or without weights, formed once a call into `factors`, where the head loops
+// would otherwise add the offset again for every head (a fifth of a decode step's vector arithmetic).
+inline kernels::row_norm folded_norm(const rms_norm& norm, int head_dim, float* factors) {
+  const float eps = static_cast<float>(norm.eps);
+  if (norm.weight != nullptr && !norm.unit_offset) return {nullptr, norm.weight, eps, head_dim};
   int i = 0;
 #if defined(__GNUC__)
   for (; i + 16 <= head_dim; i += 16) {  // 16 lanes: a decode step's 128 factors in 8 steps
-    float16_lanes w = float16_lanes{} + 1.0f;
-    if (norm.weight != nullptr) std::memcpy(&w, norm.weight + i, sizeof w);
-    w += offset;
+    float16_lanes w = float16_lanes{} + norm_factor(nullptr, 0, norm.unit_offset);
+    if (norm.weight != nullptr) {  // under unit_offset: 1 + weight
+      std::memcpy(&w, norm.weight + i, sizeof w);
+      w = 1.0f + w;
+    }
     std::memcpy(factors + i, &w, sizeof w);
   }
 #endif
-  for (; i < head_dim; ++i) factors[i] = (norm.weight != nullptr ? norm.weight[i] : 1.0f) + offset;
-  return {inv_rms, factors, static_cast<float>(norm.eps), head_dim};
+  for (; i < head_dim; ++i) factors[i] = norm_factor(norm.weight, i, norm.unit_offset);
+  return {nullptr, factors, eps, head_dim};
 }
 }  // namespace detail
 

@@ -26,13 +26,17 @@ using normalize_rows_fn = void (*)(const float* x, std::int64_t x_stride, float*
                                    std::int64_t rows, int head_dim, float eps, const float* weight, bool unit_offset,
                                    bool prefetch);
 
+// The factor channel i is multiplied by after r: the weight as stored (a weight of -0 keeps its
+// sign, as in PyTorch's x * w), 1 + weight under unit_offset, 1 or 2 without weights.
+inline float norm_factor(const float* weight, int i, bool unit_offset) {
+  if (weight == nullptr) return unit_offset ? 2.0f : 1.0f;
+  return unit_offset ? 1.0f + weight[i] : weight[i];
+}
+
 inline void normalize_row_scalar(const float* x, float* out, int head_dim, float eps, const float* weight,
                                  bool unit_offset) {
   const float r = inverse_rms_scalar(x, head_dim, eps);
-  for (int i = 0; i < head_dim; ++i) {
-    const float w = weight == nullptr ? (unit_offset ? 2.0f : 1.0f) : (unit_offset ? 1.0f + weight[i] : weight[i]);
-    out[i] = x[i] * r * w;
-  }
+  for (int i = 0; i < head_dim; ++i) out[i] = x[i] * r * norm_factor(weight, i, unit_offset);
 }
 
 inline void normalize_rows_scalar(const float* x, std::int64_t x_stride, float* out, std::int64_t out_stride,
@@ -44,13 +48,12 @@ inline void normalize_rows_scalar(const float* x, std::int64_t x_stride, float* 
 
 #if defined(__GNUC__)
 // Rows x + g * x_stride, g < rows, scaled into out + g * out_stride by their inverse RMS r[g] and
-// the weights (as stored, so a weight of -0 keeps its sign as in PyTorch's x * w; 1 + w under
-// unit_offset), each weight vector loaded once for all the rows. The rows were read (their r formed)
-// before any of them is written (out rows are x's rows or disjoint).
+// norm_factor's factors, each weight vector loaded once for all the rows. The rows were read (their
+// r formed) before any of them is written (out rows are x's rows or disjoint).
 __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64_t x_stride, float* out,
                                                        std::int64_t out_stride, std::int64_t rows, int head_dim,
                                                        const float* r, const float* weight, bool unit_offset) {
-  const float constant_weight = unit_offset ? 2.0f : 1.0f;
+  const float constant_weight = norm_factor(nullptr, 0, unit_offset);
   int i = 0;
   for (; i + 16 <= head_dim; i += 16) {
     float16_lanes w;
@@ -67,8 +70,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
   }
   for (; i < head_dim; ++i)
     for (std::int64_t g = 0; g < rows; ++g)
-      out[g * out_stride + i] =
-          x[g * x_stride + i] * r[g] * (weight == nullptr ? constant_weight : unit_offset ? weight[i] + 1.0f : weight[i]);
+      out[g * out_stride + i] = x[g * x_stride + i] * r[g] * norm_factor(weight, i, unit_offset);
 }
 
 // `rows` rows, x + j * x_stride normalised into out + j * out_stride, 16 rows at a time: first the

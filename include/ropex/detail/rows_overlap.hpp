@@ -70,7 +70,8 @@ struct search {
   // True when some choice of vars[v..] brings `value` into (-width, width).
   bool find(int v, std::int64_t value, bool nonzero = false) {
     // count <= capacity, so v == count whenever v reaches capacity: the second test changes
-    // nothing, but tells GCC 14 (-Warray-bounds, through the inlined recursion) that vars[v] is in range.
+    // nothing, but tells GCC 14 (-Warray-bounds, through the inlined recursion) that vars[v] is
+    // in range.
     if (v == count || static_cast<std::size_t>(v) >= capacity)
       return value > -width && value < width && (nonzero || !nonzero_only);
     if (--budget < 0) return false;
