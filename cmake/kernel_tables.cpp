@@ -1,4 +1,4 @@
-// The kernel tables of the test and benchmark binaries, compiled once per build in three parts
-// (ropex_add_kernel_tables in CMakeLists.txt; README, "Compile time"). Their sources only declare them.
+// The kernel tables of the build (ropex_kernel_tables in CMakeLists.txt; README, "Compile time"),
+// compiled in three parts. The tests, benchmarks, tools and the Python module only declare them.
 #define ROPEX_DEFINE_KERNELS
 #include <ropex/ropex.hpp>
