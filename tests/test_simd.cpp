@@ -242,7 +242,8 @@ namespace {
 // One storage type: q and k rotated by apply (table and on the fly) as a call in cache and as one
 // that streams from memory (prefetch threshold 0), bit for bit. Head sizes reach every loop: the
 // fixed one (whole blocks in registers), pipelined and held tokens, and staged tokens (AVX2
-// interleaved heads of 128 and heads of 512), whose next table row is prefetched.
+// interleaved heads of 128: the straight run of 16 blocks; heads of 512: the block loop), whose
+// next table row is prefetched.
 template <class T>
 void check_prefetch_keeps_bits(isa family) {
   for (int d : {40, 64, 128, 512})
