@@ -177,13 +177,14 @@ class rotary_embedding {
   // whether they stream from memory (a block of a larger call).
   template <class T>
   void apply_rows(const kernels::token_rows<T>& rows, const std::int64_t* positions, bool prefetch) const {
-    detail::rotate_on_the_fly(kernels::active_kernels<T>(), rows, pairs(), config_.layout, prefetch, positions, 0,
+    detail::rotate_on_the_fly(kernels::active_fused_kernels<T>(), rows, pairs(), config_.layout, prefetch, positions, 0,
                               freqs_.inv_freq.data(), steps_, freqs_.attention_factor, +1);
   }
   template <class T>
   void apply_rows(const kernels::token_rows<T>& rows, const position_axes& axes, axis_positions positions,
                   bool prefetch) const {
-    detail::rotate_multi_axis(config_, freqs_, steps_, rows, axes, positions, freqs_.attention_factor, +1, 1, prefetch);
+    detail::rotate_multi_axis(kernels::active_fused_kernels<T>(), config_, freqs_, steps_, rows, axes, positions,
+                              freqs_.attention_factor, +1, 1, prefetch);
   }
 
   // Per-token deltas (`tokens` entries). A name of its own, so that shift(x, 0) is not ambiguous

@@ -276,12 +276,12 @@ void fill_axes_chunk(const axes_chunk& plan, int axes, const std::int64_t* token
 // The rotation itself: validated inputs only; neither allocates nor throws. Per token the cos/sin
 // of every axis are formed once and shared by all heads (detail/rotation_driver.hpp's staged rows).
 // token_step: 1 = each token has its own positions; 0 = every token uses the first (a shift by one
-// delta per axis).
+// delta per axis). kernel: the call's family, its fused table for rows with a norm or a source.
 template <class T>
-void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_steps& steps,
-                       const kernels::token_rows<T>& rows, const position_axes& a, axis_positions positions,
-                       double magnitude, double sign, std::int64_t token_step, bool prefetch) {
-  const kernels::kernel_set<T>& kernel = kernels::active_kernels<T>();
+void rotate_multi_axis(const kernels::kernel_set<T>& kernel, const rope_config& c, const frequencies& f,
+                       const angle_steps& steps, const kernels::token_rows<T>& rows, const position_axes& a,
+                       axis_positions positions, double magnitude, double sign, std::int64_t token_step,
+                       bool prefetch) {
   const int total = rotated_pairs(c, a), axes = axis_count(a);
   const std::int64_t stride = axis_stride_of(positions, rows.tokens);
   axes_chunk plan;
@@ -305,7 +305,8 @@ void rotate_multi_axis(const rope_config& c, const frequencies& f, const angle_s
                        int n_views, const position_axes& a, axis_positions positions, double magnitude, double sign,
                        std::int64_t token_step = 1) {
   const kernels::token_rows<T> rows = rows_of(views, n_views);
-  rotate_multi_axis(c, f, steps, rows, a, positions, magnitude, sign, token_step, prefetch_rows(rows, c.head_dim));
+  rotate_multi_axis(kernels::active_kernels<T>(), c, f, steps, rows, a, positions, magnitude, sign, token_step,
+                    prefetch_rows(rows, c.head_dim));
 }
 
 // The same through a cos/sin table: pair i of a token takes the table's value for (the token's

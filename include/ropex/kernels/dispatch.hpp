@@ -96,6 +96,11 @@ template <class T>
 const kernel_set<T>& active_kernels() {
   return kernels_for<T>(active_isa());
 }
+// The same for rows with a norm or a source (the fused operations).
+template <class T>
+const kernel_set<T>& active_fused_kernels() {
+  return fused_kernel_table<T>(active_isa());
+}
 
 }  // namespace kernels
 

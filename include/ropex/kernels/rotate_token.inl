@@ -1009,10 +1009,18 @@ void rotate_batch_read(const token_rows<T>& rows, const pair_range& range, Sourc
   else rotate_batch_as<pair_block_for<T>, Read>(rows, range, source, 2 * range.first);
 }
 
-// Rows with a norm (row_norm, float only) read their values through it, rows with a source from
-// there (float, float16, bfloat16).
+// Rows rotated in place, without a norm: every rotation but the fused operations'.
 template <class T, class Source>
 void rotate_batch(const token_rows<T>& rows, const pair_range& range, Source& source) {
+  if (range.last <= range.first) return;
+  rotate_batch_read<read_stored>(rows, range, source);
+}
+
+// The fused operations' rows (registry.hpp's fused_kernel_table): rows with a norm (row_norm, float
+// only) read their values through it, rows with a source from there (float, float16, bfloat16),
+// others as rotate_batch.
+template <class T, class Source>
+void rotate_fused_batch(const token_rows<T>& rows, const pair_range& range, Source& source) {
   if (range.last <= range.first) return;
   if constexpr (std::is_same_v<T, float>)
     if (rows.tensors[0].norm.inv_rms != nullptr) return rotate_batch_read<read_normed>(rows, range, source);
@@ -1022,7 +1030,7 @@ void rotate_batch(const token_rows<T>& rows, const pair_range& range, Source& so
   rotate_batch_read<read_stored>(rows, range, source);
 }
 
-// Same contracts as scalar::rotate_rows.
+// Same contracts as scalar::rotate_rows, for rows without a norm or a source.
 template <class T>
 void rotate_rows(const token_rows<T>& rows, const pair_range& range, const stored_angles& angles) {
   stored_source source{angles};
@@ -1032,6 +1040,17 @@ template <class T>
 void rotate_rows(const token_rows<T>& rows, const pair_range& range, const combined_angles& angles) {
   combined_source source{angles, range.last - range.first, rows.tokens};
   rotate_batch(rows, range, source);
+}
+// Same contracts as scalar::rotate_rows, for any rows.
+template <class T>
+void rotate_fused_rows(const token_rows<T>& rows, const pair_range& range, const stored_angles& angles) {
+  stored_source source{angles};
+  rotate_fused_batch(rows, range, source);
+}
+template <class T>
+void rotate_fused_rows(const token_rows<T>& rows, const pair_range& range, const combined_angles& angles) {
+  combined_source source{angles, range.last - range.first, rows.tokens};
+  rotate_fused_batch(rows, range, source);
 }
 
 // Same contract as scalar::rotate_token: one token, stored coefficients.
