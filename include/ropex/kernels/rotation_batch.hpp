@@ -39,7 +39,8 @@ struct row_norm {
 // tensor has one or none; never with scattered rows. `source`: the values are read from these rows
 // (same strides, no overlap with data) and written rotated to data - a rotation that leaves its
 // input as it was without a copy first (fused.hpp's appends); null: in place. Not with a norm, with
-// scattered rows, for int8/FP8 codes or in the parity kernels.
+// scattered rows, for int8/FP8 codes or in the parity kernels. Rows with a norm or a source go to
+// the rotations of registry.hpp's fused_kernel_table only.
 template <class T>
 struct token_rows {
   struct tensor {
