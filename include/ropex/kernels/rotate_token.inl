@@ -1027,7 +1027,7 @@ void rotate_fused_batch(const token_rows<T>& rows, const pair_range& range, Sour
   if constexpr (is_storage_type_v<T>)
     if (rows.tensors[0].source != nullptr || (rows.count > 1 && rows.tensors[1].source != nullptr))
       return rotate_batch_read<read_moved>(rows, range, source);
-  rotate_batch_read<read_stored>(rows, range, source);
+  rotate_batch(rows, range, source);
 }
 
 // Same contracts as scalar::rotate_rows, for rows without a norm or a source.
