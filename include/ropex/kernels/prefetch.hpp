@@ -5,8 +5,9 @@
 // vector operations per 64 bytes (more with 16-bit storage, whose conversions are not free), so the
 // out-of-order window holds too few of the stream's misses and the hardware prefetchers alone left
 // shape (a) at 0.82 (fp16) to 0.92 (fp32) of the in-place roofline; prefetching each head's lines
-// 4 KiB ahead brought them to 0.89-1.0 (README, Speed). Prefetches never fault, so addresses past
-// the tensor (the last heads) are harmless, and a strided view merely prefetches lines it skips.
+// ahead brought them to 0.89-1.0 (README, Speed; prefetch_distance_bytes says how far on which
+// CPU). Prefetches never fault, so addresses past the tensor (the last heads) are harmless, and a
+// strided view merely prefetches lines it skips.
 #pragma once
 #ifndef ROPEX_INSIDE
 #error "ropex/kernels/prefetch.hpp is private; include <ropex/ropex.hpp>"
@@ -19,7 +20,26 @@
 
 namespace ropex::kernels {
 
-inline constexpr int prefetch_bytes = 4096;
+// How far ahead of the values it is rotating a call that prefetches asks for lines, in bytes.
+// Measured on shape (a) (4096 x 32 x 128: fp32 64 MiB, 16-bit 32 MiB), AVX-512, paired roofline
+// ratios:
+// - Intel (Cascade Lake): 4 KiB; 2 and 8 KiB measured no different (AVX2 fp16).
+// - AMD (Zen 5), which prefetches only calls that stream from DRAM (the threshold below): 16-bit
+//   fly 0.76-0.85 at 4 KiB, 0.93-1.16 at 8, 1.07-1.21 at 16, 1.03-1.18 at 24 and 32 (table
+//   0.91-0.95 -> 1.18-1.34 at 16; the parity loops gain too); fp32 1.03-1.08 at 4 KiB, 1.08-1.20
+//   at 8, 1.01-1.10 at 16 (kept at 4: over its floor, and 8 is unchecked on the fused calls). Why
+//   the narrower elements want the longer distance is not known (this VM has no counters). 8-bit
+//   caches take the 16-bit distance (FP8 shift 2-4% faster, int8 unchanged).
+// narrow_prefetch_bytes is for elements under 4 bytes. It is a plain variable, set for the CPU by
+// the threshold's one-time set-up, because the kernels read it in their token loops, where a
+// function-local static's guard put a call that spills every vector register (fp32 q+k calls
+// -5%). Every call asks worth_prefetching before it prefetches, so the set-up has run and its
+// write is visible (the static's guard orders it); before that it is 4 KiB.
+inline constexpr int wide_prefetch_bytes = 4096;
+inline int narrow_prefetch_bytes = 4096;
+ROPEX_ALWAYS_INLINE int prefetch_distance_bytes(int element_bytes) {
+  return element_bytes >= 4 ? wide_prefetch_bytes : narrow_prefetch_bytes;
+}
 
 // Where a call's rows will come from decides whether prefetching pays. A call of at most 1 MiB
 // (an L2 share) usually finds its data in cache, just written by the projection - decode above
@@ -55,8 +75,9 @@ inline double amd_l3_bytes() {
 
 inline double prefetch_threshold_bytes() {
   static const double threshold = [] {
-    const double l3 = amd_l3_bytes() / 2;
-    return l3 > double(1 << 20) ? l3 : double(1 << 20);
+    const double l3 = amd_l3_bytes();
+    if (l3 > 0) narrow_prefetch_bytes = 16384;
+    return l3 / 2 > double(1 << 20) ? l3 / 2 : double(1 << 20);
   }();
   return threshold;
 }
@@ -83,8 +104,9 @@ class forced_prefetch_threshold {
 
 // Whether a call that touches `bytes` of tensor data should prefetch.
 inline bool worth_prefetching(double bytes) {
+  const double cpu = prefetch_threshold_bytes();  // also sets narrow_prefetch_bytes for this CPU
   const double forced = prefetch_threshold_override;
-  return bytes > (forced >= 0 ? forced : prefetch_threshold_bytes());
+  return bytes > (forced >= 0 ? forced : cpu);
 }
 
 // Prefetches the cache lines of count values of T at p (read, keep in all levels: the kernel reads

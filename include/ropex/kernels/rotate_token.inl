@@ -209,7 +209,7 @@ struct normed_values {
 struct read_stored {
   template <class T>
   ROPEX_ALWAYS_INLINE static std::int64_t ahead(const token_rows<T>&, int) {
-    return prefetch_bytes / static_cast<int>(sizeof(T));
+    return prefetch_distance_bytes(static_cast<int>(sizeof(T))) / static_cast<int>(sizeof(T));
   }
   template <class T>
   ROPEX_ALWAYS_INLINE static void token(const token_rows<T>&, std::int64_t, int, bool) {}
