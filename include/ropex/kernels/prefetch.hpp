@@ -27,9 +27,10 @@ namespace ropex::kernels {
 // - AMD (Zen 5), which prefetches only calls that stream from DRAM (the threshold below): 16-bit
 //   fly 0.76-0.85 at 4 KiB, 0.93-1.16 at 8, 1.07-1.21 at 16, 1.03-1.18 at 24 and 32 (table
 //   0.91-0.95 -> 1.18-1.34 at 16; the parity loops gain too); fp32 1.03-1.08 at 4 KiB, 1.08-1.20
-//   at 8, 1.01-1.10 at 16 (kept at 4: over its floor, and 8 is unchecked on the fused calls). Why
-//   the narrower elements want the longer distance is not known (this VM has no counters). 8-bit
-//   caches take the 16-bit distance (FP8 shift 2-4% faster, int8 unchanged).
+//   at 8, 1.01-1.10 at 16, but a second run at 8 KiB lost 0.05-0.10 in the half layout and
+//   0.02-0.11 on the fused calls' fp32 q+k (bench/fused), so fp32 keeps 4 KiB. Why the narrower
+//   elements want the longer distance is not known (this VM has no counters). 8-bit caches take
+//   the 16-bit distance (FP8 shift 2-4% faster, int8 unchanged).
 // narrow_prefetch_bytes is for elements under 4 bytes. It is a plain variable, set for the CPU by
 // the threshold's one-time set-up, because the kernels read it in their token loops, where a
 // function-local static's guard put a call that spills every vector register (fp32 q+k calls
