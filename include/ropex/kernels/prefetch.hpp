@@ -37,6 +37,7 @@ namespace ropex::kernels {
 // -5%). Every call asks worth_prefetching before it prefetches, so the set-up has run and its
 // write is visible (the static's guard orders it); before that it is 4 KiB.
 inline constexpr int wide_prefetch_bytes = 4096;
+inline constexpr int amd_narrow_prefetch_bytes = 16384;
 inline int narrow_prefetch_bytes = 4096;
 ROPEX_ALWAYS_INLINE int prefetch_distance_bytes(int element_bytes) {
   return element_bytes >= 4 ? wide_prefetch_bytes : narrow_prefetch_bytes;
@@ -77,7 +78,7 @@ inline double amd_l3_bytes() {
 inline double prefetch_threshold_bytes() {
   static const double threshold = [] {
     const double l3 = amd_l3_bytes();
-    if (l3 > 0) narrow_prefetch_bytes = 16384;
+    if (l3 > 0) narrow_prefetch_bytes = amd_narrow_prefetch_bytes;
     return l3 / 2 > double(1 << 20) ? l3 / 2 : double(1 << 20);
   }();
   return threshold;
