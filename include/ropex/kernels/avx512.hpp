@@ -521,6 +521,8 @@ struct e4m3_tables {
   alignas(64) std::uint8_t low[128];
   alignas(64) std::uint8_t high[128];
   alignas(64) std::uint32_t spread[4][16];
+  alignas(64) std::uint8_t gather_low[64];  // byte 0 of the 16 lanes of two vectors, twice
+  alignas(64) std::uint8_t gather_top[64];  // byte 3 of the same lanes
 };
 constexpr std::uint16_t e4m3_bfloat16_bits(int m) {
   const int exponent = m >> 3, mantissa = m & 7;
@@ -539,6 +541,10 @@ constexpr e4m3_tables make_e4m3_tables() {
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < 16; ++i)  // byte 2 from the low table (index < 64), byte 3 from the high one
       t.spread[k][i] = (static_cast<std::uint32_t>(64 + 16 * k + i) << 24) | (static_cast<std::uint32_t>(16 * k + i) << 16);
+  for (int i = 0; i < 64; ++i) {  // output byte i: lane i % 16 of the first vector, or of the second from 16 on
+    t.gather_low[i] = static_cast<std::uint8_t>((i & 16 ? 64 : 0) + 4 * (i & 15));
+    t.gather_top[i] = static_cast<std::uint8_t>(t.gather_low[i] + 3);
+  }
   return t;
 }
 inline constexpr e4m3_tables e4m3_table = make_e4m3_tables();
@@ -559,6 +565,24 @@ struct f32 : avx512::f32 {
     for (int k = 0; k < 4; ++k)
       out[k] = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(
           0xccccccccccccccccull, low, _mm512_load_si512(e4m3_table.spread[k]), high));
+  }
+  // avx512's store_e4m3_x4 with the codes gathered by byte permutes: each lane of
+  // e4m3_magnitude_lanes holds its magnitude code in its low byte (bit 7 clear: at most 0x7e), a
+  // value's sign is bit 7 of its top byte, so zero-masking vpermt2b's gather codes 0..31 into the
+  // low half and 32..63 into the high one, in order, and two vpternlogd merge halves and signs: 6
+  // operations per 64 codes where the packs take 12 (masks, packs, sign packs, merge, vpermd).
+  ROPEX_ALWAYS_INLINE static void store_e4m3_x4(float8_e4m3* p, const vec* v) {
+    __m512i lanes[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) lanes[k] = e4m3_magnitude_lanes(_mm512_range_ps(v[k], _mm512_set1_ps(448.0f), 0x0A));
+    const __m512i low = _mm512_load_si512(e4m3_table.gather_low), top = _mm512_load_si512(e4m3_table.gather_top);
+    const __mmask64 first = 0x00000000ffffffffull, second = ~first;
+    const __m512i magnitudes_first = _mm512_maskz_permutex2var_epi8(first, lanes[0], low, lanes[1]);
+    const __m512i magnitudes_second = _mm512_maskz_permutex2var_epi8(second, lanes[2], low, lanes[3]);
+    const __m512i signs_first = _mm512_maskz_permutex2var_epi8(first, _mm512_castps_si512(v[0]), top, _mm512_castps_si512(v[1]));
+    const __m512i signs_second = _mm512_maskz_permutex2var_epi8(second, _mm512_castps_si512(v[2]), top, _mm512_castps_si512(v[3]));
+    const __m512i signs = _mm512_ternarylogic_epi32(signs_first, signs_second, _mm512_set1_epi8(char(0x80)), 0xa8);  // (a | b) & c
+    _mm512_storeu_si512(p, _mm512_ternarylogic_epi32(magnitudes_first, magnitudes_second, signs, 0xfe));  // a | b | c
   }
 };
 
