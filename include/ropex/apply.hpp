@@ -202,7 +202,8 @@ class rotary_embedding {
 
   // Context shift of tokens at scattered addresses (the slots of a paged cache): token i's heads
   // are rows[i] + h * head_stride, h < heads, each head_dim values. Each token moves by deltas[i],
-  // or every one by delta when deltas is null: shift / shift_each's kernels and bits, no copy.
+  // or every one by delta when deltas is null: shift / shift_each's kernels and bits, no copy. A
+  // call past the prefetch threshold prefetches the rows of tokens a few entries further on.
   // T may also be std::int8_t or float8_e4m3: codes rotated as numbers (a quantized cache's scale
   // cancels in a shift, the rotation being linear), then int8 rounded half to even and saturated
   // to +-127, FP8 E4M3 rounded to nearest even and saturated to +-448 (quantization.hpp).
@@ -219,8 +220,10 @@ class rotary_embedding {
       if (rows[i] == nullptr) detail::fail("rows[" + std::to_string(i) + "]", "is null");
     if (deltas != nullptr) check_positions(deltas, count, "deltas");
     else check_position(delta, "delta");
-    detail::rotate_on_the_fly(kernels::active_kernels<T>(), detail::scattered_rows_of(rows, count, heads, head_stride),
-                              pairs(), config_.layout, false, deltas, delta, freqs_.inv_freq.data(), steps_, 1.0, +1);
+    const auto scattered = detail::scattered_rows_of(rows, count, heads, head_stride);
+    detail::rotate_on_the_fly(kernels::active_kernels<T>(), scattered, pairs(), config_.layout,
+                              detail::prefetch_rows(scattered, config_.head_dim), deltas, delta,
+                              freqs_.inv_freq.data(), steps_, 1.0, +1);
   }
 
  private:

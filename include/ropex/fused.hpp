@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "ropex/apply.hpp"
@@ -507,6 +508,10 @@ void shift_stored_slots(const rotary_embedding& rope, const kv_cache_view<C>& ca
   // nhd: a slot's heads are adjacent rows; hnd: block_size rows apart.
   const std::int64_t head_stride =
       cache.layout == kv_layout::nhd ? cache.head_dim : cache.block_size * cache.head_dim;
+  // Prefetch is decided from the whole shift, which may stream from memory, not per 256 slots.
+  const double bytes = double(count) * double(cache.kv_heads) * double(cache.head_dim) * double(sizeof(C));
+  std::optional<kernels::forced_prefetch_threshold> streaming;
+  if (kernels::worth_prefetching(bytes)) streaming.emplace(0.0);
   std::int64_t i = 0;
   while (i < count) {
     std::int64_t n = 0;

@@ -90,7 +90,9 @@ inline double prefetch_threshold_bytes() { return double(1 << 20); }
 inline thread_local double prefetch_threshold_override = -1;  // < 0: none (forced_prefetch_threshold)
 
 // Test and benchmark hook: while alive, calls on this thread prefetch above `bytes` instead of
-// this CPU's threshold (to reach both sides of it on any machine). Nested guards restore.
+// this CPU's threshold (to reach both sides of it on any machine). Nested guards restore. Also
+// used where one operation makes many kernel calls (shift_cache: 256 slots each) and the
+// decision belongs to the whole operation.
 class forced_prefetch_threshold {
  public:
   explicit forced_prefetch_threshold(double bytes) : previous_(prefetch_threshold_override) {

@@ -683,6 +683,21 @@ ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, s
   }
 }
 
+// How far past token t's heads of tensor v a call that prefetches asks for lines, in elements (0:
+// not at all): Read's distance, or for scattered rows (a paged cache's slots, shift_rows) the
+// offset of the same head of the token about that distance further on, whose row the call holds:
+// a fixed distance past a slot would land in an unrelated block of a fragmented cache.
+template <class Read, class T>
+ROPEX_ALWAYS_INLINE std::int64_t prefetch_ahead(const token_rows<T>& rows, int v, std::int64_t t) {
+  const std::int64_t ahead = Read::ahead(rows, v);
+  if (rows.scattered == nullptr) return ahead;
+  const std::int64_t span = rows.tensors[v].heads * rows.tensors[v].head_stride;
+  const std::int64_t later = t + (span > 0 && span < ahead ? ahead / span : 1);
+  if (later >= rows.tokens) return 0;
+  return (reinterpret_cast<std::intptr_t>(rows.scattered[later]) - reinterpret_cast<std::intptr_t>(rows.scattered[t])) /
+         static_cast<std::intptr_t>(sizeof(T));
+}
+
 // Token t of every tensor in `rows`, n pairs in at most held_capacity<B> blocks, starting `offset`
 // elements into each head: q and k share the coefficients.
 template <class B, class Read, class T, class Source>
@@ -695,7 +710,7 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
   const bool numbers_only = numbers_only_token<B, held_capacity<B>, T>(k, whole, tail);
   for (int v = 0; v < rows.count; ++v) {
     const bool next_token = std::is_same_v<Read, read_normed> && t + 1 < rows.tokens;  // read_normed's comment
-    const std::int64_t ahead = prefetch || next_token ? Read::ahead(rows, v) : 0;
+    const std::int64_t ahead = prefetch || next_token ? prefetch_ahead<Read>(rows, v, t) : 0;
     rotate_tensor_heads<B, held_capacity<B>, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
   }
 }
@@ -714,7 +729,7 @@ void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int
     Read::token(rows, t, offset, prefetch);
     const bool numbers_only = numbers_only_token<B, Capacity, T>(k, whole, tail);
     for (int v = 0; v < rows.count; ++v) {
-      const std::int64_t ahead = prefetch ? Read::ahead(rows, v) : 0;
+      const std::int64_t ahead = prefetch ? prefetch_ahead<Read>(rows, v, t) : 0;
       rotate_tensor_heads<B, Capacity, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
     }
 #pragma GCC unroll 16
@@ -801,7 +816,7 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
       const int start = offset + begin / B::pairs * B::values;
       T* x = rows.row(v, t) + start;
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
-      const std::int64_t ahead = prefetch ? Read::ahead(rows, v) : 0;
+      const std::int64_t ahead = prefetch ? prefetch_ahead<Read>(rows, v, t) : 0;
       if constexpr (staged_unrolled_blocks <= capacity) {
         if (blocks == staged_unrolled_blocks && tail == B::pairs) {
           rotate_whole_heads<B, staged_unrolled_blocks, Read>(rows, v, t, start, x, 0, half, k, ahead);
