@@ -224,9 +224,13 @@ struct f32 {
       out[2 * i + 1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
     }
   }
-  // e4m3_number_codes's magnitude code of each lane, alone in the lane's low 7 bits.
+  // e4m3_number_codes's magnitude code of each lane in its low byte (higher bits: the sum's exponent).
+  ROPEX_ALWAYS_INLINE static __m512i e4m3_number_lanes(vec v) {
+    return e4m3_magnitude_lanes(_mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A));
+  }
+  // The same code alone in the lane's low 7 bits.
   ROPEX_ALWAYS_INLINE static __m512i e4m3_magnitude_code(vec v) {
-    return _mm512_and_si512(e4m3_magnitude_lanes(_mm512_range_ps(v, _mm512_set1_ps(448.0f), 0x0A)), _mm512_set1_epi32(0x7f));
+    return _mm512_and_si512(e4m3_number_lanes(v), _mm512_set1_epi32(0x7f));
   }
   ROPEX_ALWAYS_INLINE static void store_e4m3_x4(float8_e4m3* p, const vec* v) {
     const __m512i magnitudes = _mm512_packus_epi16(_mm512_packus_epi32(e4m3_magnitude_code(v[0]), e4m3_magnitude_code(v[1])),
@@ -567,14 +571,14 @@ struct f32 : avx512::f32 {
           0xccccccccccccccccull, low, _mm512_load_si512(e4m3_table.spread[k]), high));
   }
   // avx512's store_e4m3_x4 with the codes gathered by byte permutes: each lane of
-  // e4m3_magnitude_lanes holds its magnitude code in its low byte (bit 7 clear: at most 0x7e), a
+  // e4m3_number_lanes holds its magnitude code in its low byte (bit 7 clear: at most 0x7e), a
   // value's sign is bit 7 of its top byte, so zero-masking vpermt2b's gather codes 0..31 into the
   // low half and 32..63 into the high one, in order, and two vpternlogd merge halves and signs: 6
   // operations per 64 codes where the packs take 12 (masks, packs, sign packs, merge, vpermd).
   ROPEX_ALWAYS_INLINE static void store_e4m3_x4(float8_e4m3* p, const vec* v) {
     __m512i lanes[4];
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) lanes[k] = e4m3_magnitude_lanes(_mm512_range_ps(v[k], _mm512_set1_ps(448.0f), 0x0A));
+    for (int k = 0; k < 4; ++k) lanes[k] = e4m3_number_lanes(v[k]);
     const __m512i low = _mm512_load_si512(e4m3_table.gather_low), top = _mm512_load_si512(e4m3_table.gather_top);
     const __mmask64 first = 0x00000000ffffffffull, second = ~first;
     const __m512i magnitudes_first = _mm512_maskz_permutex2var_epi8(first, lanes[0], low, lanes[1]);
