@@ -370,15 +370,18 @@ void rotate_keys_into(const rotary_embedding& rope, const Positions& positions, 
 // of tokens whose slots follow one another inside a cache block (slot_run_view), right after the
 // copy while those rows are still in L1/L2; a call in cache (with_q) of one token rotates them
 // from k straight into the slot instead (rotates_into). q's rows of the run rotate in the same call
-// unless with_q is false (q rotated already). No scratch and no second pass over k. Runs are taken
-// in token order, so a slot listed twice keeps the later token's key, as apply then a copy would.
+// unless with_q is false (q rotated already). A run copies at most fused_block_elements of k: q's
+// rows were not touched before and need no room kept for them (counting them split 16 tokens of
+// Qwen3-8B shapes into three calls: 3.3 -> 3.15 us, Zen 5). No scratch and no second pass over k.
+// Runs are taken in token order, so a slot listed twice keeps the later token's key, as apply then
+// a copy would.
 template <class T, class Positions>
 void append_k_in_cache(const rotary_embedding& rope, const tensor_view<T>& q, const tensor_view<T>& k,
                        const Positions& positions, const std::int64_t* slot_mapping, const kv_cache_view<T>& cache,
                        bool with_q) {
   const int d = cache.head_dim;
   const std::int64_t tokens = q.tokens;
-  const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / std::max<std::int64_t>(1, (q.heads + k.heads) * d));
+  const std::int64_t step = std::max<std::int64_t>(1, fused_block_elements / std::max<std::int64_t>(1, k.heads * d));
   std::int64_t t = 0;
   while (t < tokens) {
     std::int64_t end = t + 1;
