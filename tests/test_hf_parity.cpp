@@ -19,6 +19,7 @@
 #include <ropex/hf_parity.hpp>
 #include <ropex/ropex.hpp>
 
+#include "kernel_variants.hpp"
 #include "reference.hpp"
 
 using namespace ropex;

@@ -12,6 +12,7 @@
 #include "catch.hpp"
 #include <ropex/ropex.hpp>
 
+#include "kernel_variants.hpp"
 #include "reference.hpp"
 
 namespace {
