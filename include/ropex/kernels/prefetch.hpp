@@ -5,7 +5,7 @@
 // vector operations per 64 bytes (more with 16-bit storage, whose conversions are not free), so the
 // out-of-order window holds too few of the stream's misses and the hardware prefetchers alone left
 // shape (a) at 0.82 (fp16) to 0.92 (fp32) of the in-place roofline; prefetching each head's lines
-// ahead brought them to 0.89-1.0 (README, Speed; prefetch_distance_bytes says how far on which
+// ahead brought them to 0.89-1.0 (docs/performance.md; prefetch_distance_bytes says how far on which
 // CPU). Prefetches never fault, so addresses past the tensor (the last heads) are harmless, and a
 // strided view merely prefetches lines it skips.
 #pragma once
