@@ -14,6 +14,7 @@
 //   shift/<C>                 shift_cache of a 64 MiB K cache (every slot, one delta); roofline:
 //                             x *= a over the cache's bytes. Compare int8 / fp8 with fp16-tensor,
 //                             rope.shift of a contiguous fp16 tensor of 64 MiB (slots_per_second).
+//   shift/float-tensor        rope.shift of a contiguous fp32 tensor of 64 MiB; same roofline.
 // Counters as bench/roofline.hpp: ratio = median of roofline time / operation time per iteration.
 #include <algorithm>
 #include <benchmark/benchmark.h>
@@ -190,14 +191,17 @@ void shift_bench(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
-// rope.shift on a contiguous fp16 [slots][kv_heads][head_dim] tensor of 64 MiB: the reference speed.
-void shift_fp16_tensor_bench(benchmark::State& state) {
-  const std::int64_t bytes = std::int64_t{64} << 20, slots_total = bytes / 2 / (kKvHeads * kHeadDim);
-  aligned_buffer<ropex::float16> keys(static_cast<std::size_t>(bytes / 2));
+// rope.shift on a contiguous [slots][kv_heads][head_dim] tensor of 64 MiB: fp16 is the reference
+// speed of the quantized caches; float takes the fp32 prefetch distance.
+template <class T>
+void shift_tensor_bench(benchmark::State& state) {
+  const std::int64_t bytes = std::int64_t{64} << 20;
+  const std::int64_t slots_total = bytes / static_cast<std::int64_t>(sizeof(T)) / (kKvHeads * kHeadDim);
+  aligned_buffer<T> keys(static_cast<std::size_t>(bytes) / sizeof(T));
   {
     aligned_buffer<float> values(keys.size());
     fill(values.data(), values.size(), 8);
-    for (std::size_t i = 0; i < values.size(); ++i) keys[i] = ropex::float16(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) keys[i] = T(values[i]);
   }
   const auto view = ropex::contiguous_view(keys.data(), slots_total, kKvHeads, kHeadDim);
   const float one = ropex_bench::runtime_one();
@@ -232,7 +236,8 @@ const int registered = [] {
       append("int8", append_bench<std::int8_t>);
       append("fp8", append_bench<ropex::float8_e4m3>);
     }
-  benchmark::RegisterBenchmark("shift/fp16-tensor", shift_fp16_tensor_bench)->UseManualTime();
+  benchmark::RegisterBenchmark("shift/fp16-tensor", shift_tensor_bench<ropex::float16>)->UseManualTime();
+  benchmark::RegisterBenchmark("shift/float-tensor", shift_tensor_bench<float>)->UseManualTime();
   benchmark::RegisterBenchmark("shift/fp16", shift_bench<ropex::float16>)->UseManualTime();
   benchmark::RegisterBenchmark("shift/int8", shift_bench<std::int8_t>)->UseManualTime();
   benchmark::RegisterBenchmark("shift/fp8", shift_bench<ropex::float8_e4m3>)->UseManualTime();

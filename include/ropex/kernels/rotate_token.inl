@@ -717,6 +717,19 @@ ROPEX_ALWAYS_INLINE std::int64_t prefetch_ahead(const token_rows<T>& rows, int v
          static_cast<std::intptr_t>(sizeof(T));
 }
 
+// rotate(ahead) for token t of tensor v, ahead the prefetch distance (0: none). fp32 tensor rows
+// get their own instance in which the distance is Read's expression, for read_stored the
+// constant the compiler folds into the prefetches' addresses: one instance taking the run-time
+// value of prefetch_ahead for both made fp32 (a) half 1.04-1.06 -> 0.86-0.99 of the roofline (Zen
+// 5). Narrower elements' distance is a run-time value anyway (prefetch_distance_bytes).
+template <class Read, class T, class F>
+ROPEX_ALWAYS_INLINE void with_prefetch_distance(const token_rows<T>& rows, int v, std::int64_t t, bool prefetch,
+                                                const F& rotate) {
+  if constexpr (sizeof(T) >= 4)
+    if (rows.scattered == nullptr) return rotate(prefetch ? Read::ahead(rows, v) : std::int64_t{0});
+  rotate(prefetch ? prefetch_ahead<Read>(rows, v, t) : std::int64_t{0});
+}
+
 // Token t of every tensor in `rows`, n pairs in at most held_capacity<B> blocks, starting `offset`
 // elements into each head: q and k share the coefficients.
 template <class B, class Read, class T, class Source>
@@ -729,8 +742,9 @@ ROPEX_ALWAYS_INLINE void held_token(const token_rows<T>& rows, std::int64_t t, i
   const bool numbers_only = numbers_only_token<B, held_capacity<B>, T>(k, whole, tail);
   for (int v = 0; v < rows.count; ++v) {
     const bool next_token = std::is_same_v<Read, read_normed> && t + 1 < rows.tokens;  // read_normed's comment
-    const std::int64_t ahead = prefetch || next_token ? prefetch_ahead<Read>(rows, v, t) : 0;
-    rotate_tensor_heads<B, held_capacity<B>, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
+    with_prefetch_distance<Read>(rows, v, t, prefetch || next_token, [&](std::int64_t ahead) ROPEX_ALWAYS_INLINE_LAMBDA {
+      rotate_tensor_heads<B, held_capacity<B>, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
+    });
   }
 }
 
@@ -748,16 +762,9 @@ void pipelined_tokens(const token_rows<T>& rows, int offset, Source& source, int
     Read::token(rows, t, offset, prefetch);
     const bool numbers_only = numbers_only_token<B, Capacity, T>(k, whole, tail);
     for (int v = 0; v < rows.count; ++v) {
-      // Two copies of the heads' loop: in the tensor one the distance is Read's constant (fp32), which
-      // the compiler folds into the loads' addresses; one loop for both made it a run-time value
-      // (fp32 (a) half 1.04-1.06 -> 0.86-0.99 of the roofline, Zen 5).
-      if (rows.scattered == nullptr) {
-        const std::int64_t ahead = prefetch ? Read::ahead(rows, v) : 0;
+      with_prefetch_distance<Read>(rows, v, t, prefetch, [&](std::int64_t ahead) ROPEX_ALWAYS_INLINE_LAMBDA {
         rotate_tensor_heads<B, Capacity, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
-      } else {
-        const std::int64_t ahead = prefetch ? prefetch_ahead<Read>(rows, v, t) : 0;
-        rotate_tensor_heads<B, Capacity, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead);
-      }
+      });
     }
 #pragma GCC unroll 16
     for (int i = 0; i < Capacity; ++i) k[i] = next[i];
@@ -782,9 +789,10 @@ void uniform_tokens(const token_rows<T>& rows, int offset, Source& source, int h
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     Read::token(rows, t, offset, prefetch);
     for (int v = 0; v < rows.count; ++v) {
-      const std::int64_t ahead = prefetch ? prefetch_ahead<Read>(rows, v, t) : 0;
-      rotate_tensor_heads<B, Capacity, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead,
-                                             x4 ? k_x4 : nullptr);
+      with_prefetch_distance<Read>(rows, v, t, prefetch, [&](std::int64_t ahead) ROPEX_ALWAYS_INLINE_LAMBDA {
+        rotate_tensor_heads<B, Capacity, Read>(rows, v, t, offset, half, n, k, whole, tail, numbers_only, ahead,
+                                               x4 ? k_x4 : nullptr);
+      });
     }
   }
 }
@@ -868,20 +876,19 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
       const int start = offset + begin / B::pairs * B::values;
       T* x = rows.row(v, t) + start;
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
-      const std::int64_t ahead = prefetch ? prefetch_ahead<Read>(rows, v, t) : 0;
-      if constexpr (staged_unrolled_blocks <= capacity) {
-        if (blocks == staged_unrolled_blocks && tail == B::pairs) {
-          rotate_whole_heads<B, staged_unrolled_blocks, Read>(rows, v, t, start, x, 0, half, k, ahead);
-          continue;
+      with_prefetch_distance<Read>(rows, v, t, prefetch, [&](std::int64_t ahead) ROPEX_ALWAYS_INLINE_LAMBDA {
+        if constexpr (staged_unrolled_blocks <= capacity) {
+          if (blocks == staged_unrolled_blocks && tail == B::pairs)
+            return rotate_whole_heads<B, staged_unrolled_blocks, Read>(rows, v, t, start, x, 0, half, k, ahead);
         }
-      }
-      for (std::int64_t h = 0; h < heads; ++h) {
-        T* head = x + h * stride;
-        const auto values = Read::head(rows, v, t, h, head, start);
-        if (ahead != 0) B::prefetch(head + ahead, half, m);
-        for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs, values);
-        B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail, values);
-      }
+        for (std::int64_t h = 0; h < heads; ++h) {
+          T* head = x + h * stride;
+          const auto values = Read::head(rows, v, t, h, head, start);
+          if (ahead != 0) B::prefetch(head + ahead, half, m);
+          for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs, values);
+          B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail, values);
+        }
+      });
     }
   }
 }
