@@ -928,12 +928,11 @@ struct stored_source {
 struct combined_source {
   static constexpr bool pipelined = true;
   static bool read_ahead(const pair_range& range) { return range.prefetch; }
-  // Heads of up to two vectors of pairs (32 on AVX-512: two half-layout blocks, four interleaved
-  // ones): past that the in-line seed and the combine's registers crowd the heads' and
-  // held_token's call to the seed is as fast (Zen 5: (b) half 0.82-0.90 -> 0.78 with heads of 64
-  // pairs taken; (e) interleaved 0.65-0.66 -> 0.69 with its heads of 32 pairs in four blocks).
+  // Heads of up to four blocks, as stored_source (Zen 5, against held_token: (e) interleaved
+  // 0.65-0.66 -> 0.69; (b) half 0.80-0.91 -> 0.81-0.93 and norm_rope of 16 tokens 3% faster, once
+  // heads of 64 pairs were no longer kept out; AVX2's (e) half, four blocks of 8 pairs, 0.56-0.58 ->
+  // 0.60-0.66).
   static constexpr int fixed_blocks = 4;
-  static constexpr int fixed_pairs = 2 * f32::lanes;
   static constexpr bool fixed_read_ahead = false;
   // InlineSeed: a new block's seed is formed in line (fixed_tokens), where its chain of double
   // operations overlaps the work around it; the other loops call cos_sin_seed and stay small.
@@ -999,24 +998,11 @@ template <class S, class = void>
 struct fixed_blocks_of : std::integral_constant<int, 0> {};
 template <class S>
 struct fixed_blocks_of<S, std::void_t<decltype(S::fixed_blocks)>> : std::integral_constant<int, S::fixed_blocks> {};
-// And up to how many pairs (a source without fixed_pairs: no limit beyond the blocks): with block
-// type B, heads of up to fixed_blocks_within<B, S> blocks.
-template <class S, class = void>
-struct fixed_pairs_of : std::integral_constant<int, 0> {};
-template <class S>
-struct fixed_pairs_of<S, std::void_t<decltype(S::fixed_pairs)>> : std::integral_constant<int, S::fixed_pairs> {};
-template <class B, class S>
-inline constexpr int fixed_blocks_within =
-    fixed_pairs_of<S>::value > 0 && fixed_pairs_of<S>::value / B::pairs < fixed_blocks_of<S>::value
-        ? fixed_pairs_of<S>::value / B::pairs
-        : fixed_blocks_of<S>::value;
-
 // A single token (a decode step) takes fixed_tokens for heads of up to 8 whole blocks whatever its
 // source, within what the registers hold: held_token's block count known only at run time costs a
-// compare and branch per block; the in-line seed, whose registers keep longer on-the-fly calls to
-// fixed_pairs, is a look-up in the thread's memo for a decode step; and there is no next token to
-// read ahead. Heads of 8 blocks are the common interleaved head of 128 and the
-// half-layout head of 256. 1 x 32 x 128 fp32 on Intel Xeon (Cascade Lake, whose branches in a 32-byte
+// compare and branch per block; the in-line seed is a look-up in the thread's memo for a decode
+// step; and there is no next token to read ahead. Heads of 8 blocks are the common interleaved
+// head of 128 and the half-layout head of 256. 1 x 32 x 128 fp32 on Intel Xeon (Cascade Lake, whose branches in a 32-byte
 // line cost a decode from the legacy decoders), median per call: half fly 363 -> 250 ns, interleaved
 // fly 446 -> 300-380 ns, interleaved table 270 -> ~250 ns; a norm_rope decode step of Qwen3-8B
 // shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline.
@@ -1026,8 +1012,8 @@ inline constexpr int fixed_blocks_single =
     fixed_blocks_single_token < held_capacity<B> ? fixed_blocks_single_token : held_capacity<B>;
 template <class B, class Source>
 inline constexpr int fixed_blocks_most =
-    fixed_blocks_within<B, Source> == 0 ? 0
-    : fixed_blocks_within<B, Source> > fixed_blocks_single<B> ? fixed_blocks_within<B, Source>
+    fixed_blocks_of<Source>::value == 0 ? 0
+    : fixed_blocks_of<Source>::value > fixed_blocks_single<B> ? fixed_blocks_of<Source>::value
                                                                : fixed_blocks_single<B>;
 
 // Rotates the batch through fixed_tokens if heads of `blocks` blocks have an instance there (1 to 4,
@@ -1055,7 +1041,7 @@ template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
-    const int most = rows.tokens == 1 ? fixed_blocks_most<B, Source> : fixed_blocks_within<B, Source>;
+    const int most = rows.tokens == 1 ? fixed_blocks_most<B, Source> : fixed_blocks_of<Source>::value;
     if (n == blocks * B::pairs && blocks <= most && !range.prefetch &&
         rotate_fixed<B, Read>(rows, offset, source, range.half, blocks))
       return;
