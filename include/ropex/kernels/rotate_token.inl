@@ -1002,10 +1002,10 @@ struct fixed_blocks_of<S, std::void_t<decltype(S::fixed_blocks)>> : std::integra
 // source, within what the registers hold: held_token's block count known only at run time costs a
 // compare and branch per block; the in-line seed is a look-up in the thread's memo for a decode
 // step; and there is no next token to read ahead. Heads of 8 blocks are the common interleaved
-// head of 128 and the half-layout head of 256. 1 x 32 x 128 fp32 on Intel Xeon (Cascade Lake, whose branches in a 32-byte
-// line cost a decode from the legacy decoders), median per call: half fly 363 -> 250 ns, interleaved
-// fly 446 -> 300-380 ns, interleaved table 270 -> ~250 ns; a norm_rope decode step of Qwen3-8B
-// shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline.
+// head of 128 and the half-layout head of 256. 1 x 32 x 128 fp32 on Intel Xeon (Cascade Lake,
+// whose branches in a 32-byte line cost a decode from the legacy decoders), median per call: half
+// fly 363 -> 250 ns, interleaved fly 446 -> 300-380 ns, interleaved table 270 -> ~250 ns; a
+// norm_rope decode step of Qwen3-8B shapes, Zen 5: 0.243-0.247 -> 0.250-0.256 of the roofline.
 inline constexpr int fixed_blocks_single_token = 8;
 template <class B>
 inline constexpr int fixed_blocks_single =
