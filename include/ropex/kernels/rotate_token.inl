@@ -1014,7 +1014,7 @@ template <class B, class Source>
 inline constexpr int fixed_blocks_most =
     fixed_blocks_of<Source>::value == 0 ? 0
     : fixed_blocks_of<Source>::value > fixed_blocks_single<B> ? fixed_blocks_of<Source>::value
-                                                               : fixed_blocks_single<B>;
+                                                              : fixed_blocks_single<B>;
 
 // Rotates the batch through fixed_tokens if heads of `blocks` blocks have an instance there (1 to 4,
 // and 8 where the source allows them); false: the caller's loops take it.
