@@ -527,11 +527,11 @@ TEMPLATE_TEST_CASE("rope_append_kv of a prefill whose q rotates in a call of its
 
 TEMPLATE_TEST_CASE("rope_append_kv rotates keys straight into the cache with every family's bits", "[fused]", float,
                    float16, float8_e4m3) {
-  // A decode step with every channel rotated and k's rows laid out as the destination's (the
-  // cache's nhd slot, or the scratch of a converting cache): the kernels read k and write the
-  // rotated rows there (token_rows' source), in both layouts, with vector tails (head_dim 40) and
-  // through the bfloat16 parity blocks of x86; hnd caches, strided k and runs of several tokens
-  // take the copy. Each family against its own apply.
+  // A call in cache with every channel rotated: the kernels read k (its own rows, or strided in a
+  // fused qkv tensor) and write the rotated rows into the cache's slots (runs of them, lone slots,
+  // padding between) or the scratch of a converting cache (token_rows' source, with its own
+  // strides), in both layouts, with vector tails (head_dim 40) and through the bfloat16 parity
+  // blocks of x86. Each family against its own apply.
   using C = TestType;
   using kernels::isa;
   const std::vector<std::int64_t> positions{7, 8, 9, 4095, 4096, 1 << 20};
@@ -874,6 +874,13 @@ TEST_CASE("shift_cache and shift_cache_each reject bad arguments, naming the fie
   bad = good;
   bad.k_scale = -1;
   rejected([&] { shift_cache(rope, bad, slots.data(), 3, 1); }, "cache.k_scale");
+  // The element count must fit int64: one block of 2^55 slots x 2 heads x 64 (2^62) does, two do not.
+  bad = good;
+  bad.block_size = std::int64_t{1} << 55;
+  bad.num_blocks = 1;
+  REQUIRE_NOTHROW(shift_cache(rope, bad, slots.data(), 0, 1));
+  bad.num_blocks = 2;
+  rejected([&] { shift_cache(rope, bad, slots.data(), 0, 1); }, "cache.num_blocks");
   rejected([&] { shift_cache(rope, good, slots.data(), -1, 1); }, "count");
   rejected([&] { shift_cache(rope, good, static_cast<const std::int64_t*>(nullptr), 3, 1); }, "slots");
   slots[2] = 8;  // capacity 2 blocks x 4

@@ -334,18 +334,16 @@ void norm_rope(const rotary_embedding& rope, const tensor_view<T>& q, const tens
   norm_rope_rows(rope, q, k, positions, q_norm, k_norm);
 }
 
-// Whether `from`'s rows are rotated straight into `to`'s (token_rows' source) rather than copied
-// there and rotated in place: for one token, with the same strides, every channel rotated (a copy
-// would otherwise have to bring the ones apply leaves). A decode step is bound by its stores, and
-// this drops the copy's (1 token of Qwen3-8B shapes: 270 -> 248 ns, Zen 5); from two tokens on,
-// whose rows no longer fit L1, the rotation's stores to the slots cost more than the copy saved
-// (2-16 tokens 2-5% slower), and a call that streams from memory loses the copy's read stream
-// (4096 tokens 0.95 -> 0.87 of the roofline).
-template <class T, class Positions>
-bool rotates_into(const rotary_embedding& rope, const Positions& positions, const tensor_view<T>& from,
-                  const tensor_view<T>& to) {
-  return from.tokens == 1 && (from.heads == 1 || from.head_stride == to.head_stride) &&
-         positions.rotated_channels(rope) == rope.config().head_dim;
+// Whether k's rows are rotated straight into their destination (token_rows' source) rather than
+// copied there and rotated in place: where every channel is rotated (a copy would otherwise have
+// to bring the ones apply leaves), whatever k's strides. The copy's stores are saved: 1 token of
+// Qwen3-8B shapes 270 -> 248 ns; 16 tokens (once the kernels kept the source pointer out of memory,
+// kernels/rotate_token.inl's readers) 3.08 -> 2.70 us into a float cache, 3.51 -> 3.15 us through a
+// float16 cache's scratch (Zen 5). The caller asks only for calls in cache: one that streams from
+// memory loses the copy's read stream (4096 tokens 0.95 -> 0.87 of the roofline).
+template <class Positions>
+bool rotates_into(const rotary_embedding& rope, const Positions& positions) {
+  return positions.rotated_channels(rope) == rope.config().head_dim;
 }
 
 // k's rows of tokens [first, first + to.tokens) rotated into `to`, q's rows of the same tokens in
@@ -355,10 +353,13 @@ template <class T, class Positions>
 void rotate_keys_into(const rotary_embedding& rope, const Positions& positions, const tensor_view<T>& q,
                       const tensor_view<T>& keys, const tensor_view<T>& to, std::int64_t first, bool with_q,
                       bool in_cache) {
-  if (in_cache && rotates_into(rope, positions, keys, to)) {
+  if (in_cache && rotates_into(rope, positions)) {
     const tensor_view<T> views[2] = {sub_view(q, first, to.tokens, 0, q.heads), to};
     kernels::token_rows<T> rows = with_q ? rows_of(views, 2) : rows_of(views + 1, 1);
-    rows.tensors[rows.count - 1].source = keys.data;
+    auto& k_rows = rows.tensors[rows.count - 1];
+    k_rows.source = keys.data;
+    k_rows.source_token_stride = keys.token_stride;
+    k_rows.source_head_stride = keys.head_stride;
     return positions.apply_rows(rope, rows, first, false);
   }
   copy_rows(keys, to, rope.config().head_dim);
@@ -368,8 +369,8 @@ void rotate_keys_into(const rotary_embedding& rope, const Positions& positions, 
 
 // C == T: k's rows are copied into their cache slots and rotated there, one kernel call per run
 // of tokens whose slots follow one another inside a cache block (slot_run_view), right after the
-// copy while those rows are still in L1/L2; a call in cache (with_q) of one token rotates them
-// from k straight into the slot instead (rotates_into). q's rows of the run rotate in the same call
+// copy while those rows are still in L1/L2; a call in cache (with_q) rotates them from k straight
+// into the slots instead (rotates_into). q's rows of the run rotate in the same call
 // unless with_q is false (q rotated already). A run copies at most fused_block_elements of k: q's
 // rows were not touched before and need no room kept for them (counting them split 16 tokens of
 // Qwen3-8B shapes into three calls: 3.3 -> 3.15 us, Zen 5). No scratch and no second pass over k.

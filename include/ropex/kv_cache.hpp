@@ -53,8 +53,9 @@ void validate_cache(const kv_cache_view<C>& cache, int head_dim, bool need_v) {
   if (cache.num_blocks < 0) fail("cache.num_blocks", "must be >= 0");
   if (cache.block_size <= 0) fail("cache.block_size", "must be > 0");
   if (cache.kv_heads <= 0) fail("cache.kv_heads", "must be > 0");
-  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  if (cache.num_blocks > max / cache.block_size / cache.kv_heads / cache.head_dim)
+  std::int64_t elements = 0;
+  if (product_overflows(cache.num_blocks, cache.block_size, elements) ||
+      product_overflows(elements, cache.kv_heads, elements) || product_overflows(elements, cache.head_dim, elements))
     fail("cache.num_blocks", "times the block's elements overflows int64");
   if (cache.num_blocks > 0 && cache.k == nullptr) fail("cache.k", "is null");
   if (need_v && cache.num_blocks > 0 && cache.v == nullptr) fail("cache.v", "is null");

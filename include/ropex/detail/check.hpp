@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +23,18 @@ inline void require(bool ok, const std::string& field, const std::string& why) {
 // call must not allocate).
 inline void require(bool ok, const char* field, const char* why) {
   if (!ok) fail(field, why);
+}
+
+// Whether a * b (a, b >= 0) overflows int64; else product = a * b. A per-call check multiplies:
+// a division takes 15-40 cycles, a tenth of what some decode-step calls take in all.
+inline bool product_overflows(std::int64_t a, std::int64_t b, std::int64_t& product) {
+#if defined(__GNUC__)
+  return __builtin_mul_overflow(a, b, &product);
+#else
+  if (b != 0 && a > std::numeric_limits<std::int64_t>::max() / b) return true;
+  product = a * b;
+  return false;
+#endif
 }
 
 inline void require_finite(double v, const std::string& field) {

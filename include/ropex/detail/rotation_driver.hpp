@@ -28,24 +28,17 @@ namespace ropex::detail {
 // The tokens of one tensor, or of q and k together.
 template <class T>
 kernels::token_rows<T> rows_of(const tensor_view<T>* views, int count) {
-  kernels::token_rows<T> rows;
-  rows.count = count;
-  rows.tokens = views[0].tokens;
-  for (int v = 0; v < count; ++v)
-    rows.tensors[v] = {views[v].data, views[v].token_stride, views[v].heads, views[v].head_stride};
-  return rows;
+  const auto tensor = [](const tensor_view<T>& x) {
+    return typename kernels::token_rows<T>::tensor{x.data, x.token_stride, x.heads, x.head_stride};
+  };
+  return {tensor(views[0]), tensor(views[count - 1]), count, views[0].tokens};
 }
 
 // `count` tokens whose heads start at token_rows[t] + h * head_stride, h < heads.
 template <class T>
 kernels::token_rows<T> scattered_rows_of(T* const* token_rows, std::int64_t count, std::int64_t heads,
                                          std::int64_t head_stride) {
-  kernels::token_rows<T> rows;
-  rows.count = 1;
-  rows.tokens = count;
-  rows.scattered = token_rows;
-  rows.tensors[0] = {nullptr, 0, heads, head_stride};
-  return rows;
+  return {{nullptr, 0, heads, head_stride}, count, token_rows};
 }
 
 // Whether the rows are worth prefetching (kernels/prefetch.hpp), from the bytes they span.

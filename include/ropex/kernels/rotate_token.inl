@@ -199,13 +199,18 @@ struct normed_values {
 };
 
 // What a batch reads its heads with: token(rows, t, offset) prepares token t, whose heads' blocks
-// start `offset` elements into each head; head(rows, v, t, h, p, offset) gives the values type of
-// tensor v's head h of token t, whose blocks start at p. read_normed forms the inverse RMS of all
-// of a token's heads where a call first reaches them (offset 0: pair 0), before the token's
-// rotation: the rows' sums of squares are independent chains that overlap, where a sum of squares
-// per head would leave each head's rotation waiting on its own chain. Calls of later pairs read
-// the values kept then (row_norm). ahead(rows, v): in a call that streams from memory, how many
-// elements past each head of tensor v its rotation prefetches (0: none).
+// start `offset` elements into each head; tensor(rows, v) gives tensor v's reader, whose head(t, h,
+// p, offset) is the values type of head h of token t, whose blocks start at p. The loops take the
+// reader once, into locals: read through `rows` per head, its fields were loaded again after the
+// head's stores (which may alias anything, as far as the compiler knows), and a load that follows
+// stores to an address 4 KiB apart waits for them (a fused append's key rows rotated into a stack
+// scratch beside `rows`: a fifth of the kernel's samples on that load, Zen 5).
+// read_normed forms the inverse RMS of all of a token's heads where a call first reaches them
+// (offset 0: pair 0), before the token's rotation: the rows' sums of squares are independent chains
+// that overlap, where a sum of squares per head would leave each head's rotation waiting on its own
+// chain. Calls of later pairs read the values kept then (row_norm). ahead(rows, v): in a call that
+// streams from memory, how many elements past each head of tensor v its rotation prefetches (0:
+// none).
 struct read_stored {
   template <class T>
   ROPEX_ALWAYS_INLINE static std::int64_t ahead(const token_rows<T>&, int) {
@@ -213,8 +218,14 @@ struct read_stored {
   }
   template <class T>
   ROPEX_ALWAYS_INLINE static void token(const token_rows<T>&, std::int64_t, int, bool) {}
+  struct reader {
+    template <class T>
+    ROPEX_ALWAYS_INLINE stored_values head(std::int64_t, std::int64_t, const T*, int) const {
+      return {};
+    }
+  };
   template <class T>
-  ROPEX_ALWAYS_INLINE static stored_values head(const token_rows<T>&, int, std::int64_t, std::int64_t, const T*, int) {
+  ROPEX_ALWAYS_INLINE static reader tensor(const token_rows<T>&, int) {
     return {};
   }
 };
@@ -227,10 +238,17 @@ struct read_moved {
   template <class T>
   ROPEX_ALWAYS_INLINE static void token(const token_rows<T>&, std::int64_t, int, bool) {}
   template <class T>
-  ROPEX_ALWAYS_INLINE static moved_values<T> head(const token_rows<T>& rows, int v, std::int64_t t, std::int64_t h,
-                                                  const T* p, int offset) {
+  struct reader {
+    const T* source;  // null: in place
+    std::int64_t token_stride, head_stride;
+    ROPEX_ALWAYS_INLINE moved_values<T> head(std::int64_t t, std::int64_t h, const T* p, int offset) const {
+      return {p, source ? source + t * token_stride + h * head_stride + offset : p};
+    }
+  };
+  template <class T>
+  ROPEX_ALWAYS_INLINE static reader<T> tensor(const token_rows<T>& rows, int v) {
     const auto& x = rows.tensors[v];
-    return {p, x.source ? x.source + t * x.token_stride + h * x.head_stride + offset : p};
+    return {x.source, x.source_token_stride, x.source_head_stride};
   }
 };
 struct read_normed {
@@ -253,10 +271,17 @@ struct read_normed {
       else ropex::detail::inverse_rms_rows<false>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
     }
   }
-  ROPEX_ALWAYS_INLINE static normed_values head(const token_rows<float>& rows, int v, std::int64_t t, std::int64_t h,
-                                                const float* p, int offset) {
-    const row_norm& norm = rows.tensors[v].norm;
-    return {p, norm.weight + offset, f32::set1(norm.inv_rms[t * rows.tensors[v].heads + h])};
+  struct reader {
+    const float* weight;
+    const float* inv_rms;
+    std::int64_t heads;
+    ROPEX_ALWAYS_INLINE normed_values head(std::int64_t t, std::int64_t h, const float* p, int offset) const {
+      return {p, weight + offset, f32::set1(inv_rms[t * heads + h])};
+    }
+  };
+  ROPEX_ALWAYS_INLINE static reader tensor(const token_rows<float>& rows, int v) {
+    const auto& x = rows.tensors[v];
+    return {x.norm.weight, x.norm.inv_rms, x.heads};
   }
 };
 
@@ -623,10 +648,11 @@ ROPEX_ALWAYS_INLINE void rotate_whole_heads(const token_rows<T>& rows, int v, st
                                             std::int64_t h, int half, const typename B::coefficients* k,
                                             std::int64_t ahead) {
   const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;
+  const auto reader = Read::tensor(rows, v);
   for (; h < heads; ++h) {
     T* head = x + h * stride;
     if (ahead != 0) B::prefetch(head + ahead, half, W * B::pairs);
-    const auto values = Read::head(rows, v, t, h, head, offset);
+    const auto values = reader.head(t, h, head, offset);
     for_each_block<W>([&](auto b) ROPEX_ALWAYS_INLINE_LAMBDA {
       B::rotate(head + b * B::values, half, k[b], B::pairs, values);
     });
@@ -695,10 +721,11 @@ ROPEX_ALWAYS_INLINE void rotate_tensor_heads(const token_rows<T>& rows, int v, s
       if (tail == 0 && whole == Capacity / 2)
         return rotate_whole_heads<B, Capacity / 2, Read>(rows, v, t, offset, x, h, half, k, ahead);
   }
+  const auto reader = Read::tensor(rows, v);
   for (; h < heads; ++h) {
     T* head = x + h * stride;
     if (ahead != 0) B::prefetch(head + ahead, half, n);
-    rotate_head<B, Capacity>(head, half, k, whole, tail, numbers_only, Read::head(rows, v, t, h, head, offset));
+    rotate_head<B, Capacity>(head, half, k, whole, tail, numbers_only, reader.head(t, h, head, offset));
   }
 }
 
@@ -821,14 +848,16 @@ void fixed_tokens(const token_rows<T>& rows, int offset, Source& source, int hal
                      head_stride0 = rows.tensors[0].head_stride;
   const std::int64_t token_stride1 = rows.tensors[1].token_stride, heads1 = rows.tensors[1].heads,
                      head_stride1 = rows.tensors[1].head_stride;
+  const auto reader0 = Read::tensor(rows, 0);
+  const auto reader1 = Read::tensor(rows, 1);  // a copy of tensor 0's with one tensor (token_rows)
   K k[W], next[W];
-  const auto rotate_heads = [&](int v, std::int64_t t, T* x, std::int64_t heads, std::int64_t stride)
+  const auto rotate_heads = [&](const auto& reader, std::int64_t t, T* x, std::int64_t heads, std::int64_t stride)
                                 ROPEX_ALWAYS_INLINE_LAMBDA {
     for (std::int64_t h = 0; h < heads; ++h) {
       T* head = x + h * stride;
-      const auto reader = Read::head(rows, v, t, h, head, offset);
+      const auto values = reader.head(t, h, head, offset);
       for_each_block<W>([&](auto i) ROPEX_ALWAYS_INLINE_LAMBDA {
-        B::rotate(head + i * B::values, half, k[i], B::pairs, reader);
+        B::rotate(head + i * B::values, half, k[i], B::pairs, values);
       });
     }
   };
@@ -840,8 +869,8 @@ void fixed_tokens(const token_rows<T>& rows, int offset, Source& source, int hal
       load(k, cursor.at(t));
     }
     Read::token(rows, t, offset, false);
-    rotate_heads(0, t, (scattered ? scattered[t] : data0 + t * token_stride0) + offset, heads0, head_stride0);
-    if (second) rotate_heads(1, t, data1 + t * token_stride1 + offset, heads1, head_stride1);
+    rotate_heads(reader0, t, (scattered ? scattered[t] : data0 + t * token_stride0) + offset, heads0, head_stride0);
+    if (second) rotate_heads(reader1, t, data1 + t * token_stride1 + offset, heads1, head_stride1);
     if (read_ahead)
       for_each_block<W>([&](auto i) ROPEX_ALWAYS_INLINE_LAMBDA { k[i] = next[i]; });
   }
@@ -881,9 +910,10 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
           if (blocks == staged_unrolled_blocks && tail == B::pairs)
             return rotate_whole_heads<B, staged_unrolled_blocks, Read>(rows, v, t, start, x, 0, half, k, ahead);
         }
+        const auto reader = Read::tensor(rows, v);
         for (std::int64_t h = 0; h < heads; ++h) {
           T* head = x + h * stride;
-          const auto values = Read::head(rows, v, t, h, head, start);
+          const auto values = reader.head(t, h, head, start);
           if (ahead != 0) B::prefetch(head + ahead, half, m);
           for (int b = 0; b + 1 < blocks; ++b) B::rotate(head + b * B::values, half, k[b], B::pairs, values);
           B::rotate(head + (blocks - 1) * B::values, half, k[blocks - 1], tail, values);
@@ -1121,10 +1151,7 @@ void rotate_fused_rows(const token_rows<T>& rows, const pair_range& range, const
 template <class T>
 void rotate_token(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                   int first, int last, int half, layout pairing, bool prefetch) {
-  token_rows<T> rows;
-  rows.tensors[0] = {token, 0, heads, head_stride};
-  rows.count = 1;
-  rows.tokens = 1;
+  const token_rows<T> rows({token, 0, heads, head_stride}, 1);
   rotate_rows(rows, pair_range{first, last, half, pairing, prefetch}, stored_angles{cos, sin, nullptr, 0});
 }
 

@@ -40,17 +40,17 @@ inline float rounded(float v) {
 // `prefetch`: the call streams more than the caches hold, so the SIMD kernels prefetch ahead
 // (kernels/prefetch.hpp); a hint, no effect on results. Reentrant; neither allocates nor throws.
 // The same through a norm (rotation_batch.hpp's row_norm): inv_rms[h] is head h's inverse RMS, or
-// inv_rms is null and the values are read as stored; read from `source` (a token of the same
-// head stride; token_rows' source) instead of token when it is not null.
+// inv_rms is null and the values are read as stored; read from `source` (a token whose heads lie
+// source_head_stride apart; token_rows' source) instead of token when it is not null.
 template <class T>
 void rotate_token_normed(T* token, std::int64_t heads, std::int64_t head_stride, const float* cos, const float* sin,
                          int first, int last, int half, layout pairing, const float* inv_rms, const row_norm& norm,
-                         const T* source = nullptr) {
+                         const T* source = nullptr, std::int64_t source_head_stride = 0) {
   const int stride = pairing == layout::half ? 1 : 2;  // distance between consecutive pairs
   const int partner = pairing == layout::half ? half : 1;
   for (std::int64_t h = 0; h < heads; ++h) {
     T* x = token + h * head_stride;
-    const T* from = (source ? source : token) + h * head_stride;
+    const T* from = source ? source + h * source_head_stride : token + h * head_stride;
     for (int i = first; i < last; ++i) {
       const int ia = i * stride, ib = ia + partner;
       const float c = cos[i - first], s = sin[i - first];
@@ -86,7 +86,8 @@ void rotate_rows_token(const token_rows<T>& rows, std::int64_t t, const pair_ran
           ropex::detail::inverse_rms_rows(rows.row(v, t), x.head_stride, x.heads, x.norm.head_dim, x.norm.eps, inv_rms);
       }
     rotate_token_normed(rows.row(v, t), x.heads, x.head_stride, cos, sin, range.first, range.last, range.half,
-                        range.pairing, inv_rms, x.norm, x.source ? x.source + t * x.token_stride : nullptr);
+                        range.pairing, inv_rms, x.norm, x.source ? x.source + t * x.source_token_stride : nullptr,
+                        x.source_head_stride);
   }
 }
 
