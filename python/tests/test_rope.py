@@ -244,25 +244,26 @@ def test_repr_and_properties():
 def test_the_gil_is_released_during_the_kernel():
     # While one thread rotates 128 MiB, this thread keeps running Python: it timestamps its loop, and
     # some stamps must fall inside the call. A long switch interval keeps the interpreter from
-    # handing the GIL over on its own, so with the GIL held for the call no stamp could.
+    # handing the GIL over on its own, so with the GIL held for the call no stamp could. On a loaded
+    # machine this thread may not get a core during one call, so up to five calls are tried: with
+    # the GIL held none of them could see a stamp inside.
     import sys
     import threading
     import time
     rope = ropex.RotaryEmbedding(head_dim=128)
     x = np.ones((8192, 32, 128), np.float32)
     positions = np.arange(8192)
-    started = threading.Event()
-    call = []
 
-    def rotate():
-        started.set()
-        begin = time.perf_counter()
-        rope.apply(x, positions)
-        call.extend((begin, time.perf_counter()))
+    def stamps_inside_one_call():
+        started = threading.Event()
+        call = []
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.2)
-    try:
+        def rotate():
+            started.set()
+            begin = time.perf_counter()
+            rope.apply(x, positions)
+            call.extend((begin, time.perf_counter()))
+
         worker = threading.Thread(target=rotate)
         worker.start()
         started.wait()
@@ -270,10 +271,18 @@ def test_the_gil_is_released_during_the_kernel():
         while worker.is_alive():
             stamps.append(time.perf_counter())
         worker.join()
+        return sum(call[0] < t < call[1] for t in stamps), 1e3 * (call[1] - call[0])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.2)
+    try:
+        for tries in range(1, 6):
+            inside, ms = stamps_inside_one_call()
+            if inside > 10:
+                break
     finally:
         sys.setswitchinterval(interval)
-    inside = sum(call[0] < t < call[1] for t in stamps)
-    assert inside > 10, f"{inside} steps of this thread ran during a {1e3 * (call[1] - call[0]):.1f} ms call"
+    assert inside > 10, f"{inside} steps of this thread ran during a {ms:.1f} ms call ({tries} calls tried)"
 
 
 def test_calls_from_threads_give_the_same_result():
