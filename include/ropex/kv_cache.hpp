@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "ropex/config.hpp"  // first: it admits the private detail/ headers

@@ -40,8 +40,8 @@ struct row_norm {
 // (token t's head h at source + t * source_token_stride + h * source_head_stride, no overlap with
 // data) and written rotated to data - a rotation that leaves its input as it was without a copy
 // first (fused.hpp's appends: k's rows into cache slots or a scratch); null: in place. Not with a
-// norm, with scattered rows, for int8/FP8 codes or in the parity kernels. Rows with a norm or a source go to
-// the rotations of registry.hpp's fused_kernel_table only.
+// norm, with scattered rows, for int8/FP8 codes or in the parity kernels. Rows with a norm or a
+// source go to the rotations of registry.hpp's fused_kernel_table only.
 template <class T>
 struct token_rows {
   struct tensor {
