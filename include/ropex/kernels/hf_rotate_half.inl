@@ -61,6 +61,17 @@ struct hf_rows_source {
   static void prefetch_row(std::int64_t, int) {}  // not prefetched: untried for the parity rows
 };
 
+// The type of hf_rotation's split-products members: a vector of Ops, or an empty placeholder in
+// the forms without split products.
+template <class Ops, bool Split>
+struct hf_split_member {
+  using type = typename Ops::vec;
+};
+template <class Ops>
+struct hf_split_member<Ops, false> {
+  struct type {};
+};
+
 // Split products (f32::hf_split_products, T = bfloat16, and float16 with f32::hf_split_float16):
 // R(x k) in two float operations
 // instead of a rounding on the bits (docs/formulas.md, section 5, has the proofs): with q = 2^16
@@ -91,16 +102,21 @@ struct hf_rotation {
       Ops::hf_split_products && (std::is_same_v<T, bfloat16> || (half && Ops::hf_split_float16));
   static constexpr float q = half ? 8192.0f : 65536.0f;
   static constexpr int registers = 4;
+  // Without split products (float; float16 on AVX2; every type on NEON) a rotation is its four
+  // coefficient vectors: building one in a stack array writes them and nothing else (no zeroed
+  // 384 bytes per block and token).
+  using split_vec = typename hf_split_member<Ops, split>::type;
   typename Ops::vec c, s, c2, s2;
-  typename Ops::vec cq, sq, c2q, s2q;  // split products only
-  typename Ops::vec limit;             // float16 split products: the largest |x| of the token
-  typename Ops::vec x_low, x_high;     // float16 split products: input bounds (f16_input_bounds)
+  split_vec cq, sq, c2q, s2q;  // split products only
+  split_vec limit;             // float16 split products: the largest |x| of the token
+  split_vec x_low, x_high;     // float16 split products: input bounds (f16_input_bounds)
   bool round_trip;  // every product rounded on its own (c.. then hold k)
   bool bounded;     // float16 split products: every |k| <= 1, so no finite x overflows a product
   bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^8) (see hf_half_block_by_parity)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
-    const typename Ops::vec zero = Ops::zero();
+    split_vec zero{};
+    if constexpr (split) zero = Ops::zero();
     hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
                   zero, zero, zero, zero, zero, no_bounds(), no_bounds(), !split, true, false};
     if constexpr (split) {
@@ -133,9 +149,10 @@ struct hf_rotation {
     return r;
   }
   // What no input lies within (x_low, x_high of every form but float16's split products).
-  ROPEX_ALWAYS_INLINE static typename Ops::vec no_bounds() {
+  ROPEX_ALWAYS_INLINE static split_vec no_bounds() {
     if constexpr (split && half) return Ops::f16_bounds_none();
-    else return Ops::zero();
+    else if constexpr (split) return Ops::zero();
+    else return split_vec{};
   }
   // float16 split products, from the unscaled coefficients: per lane, the float16 magnitudes |a|
   // (low 16 lanes of 16 bits) and |b| (high 16) in [x_low, x_high] whose every product is in
@@ -517,7 +534,9 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
   typename B::input x[capacity];
   for (std::int64_t t = 0; t < rows.tokens; ++t) {
     const hf_rows<T> from = source.at(t);
-    each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { k[b] = B::load_coefficients(from, b * B::pairs, m); });
+    each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA {
+      block_slot::set(k, b, [&]() ROPEX_ALWAYS_INLINE_LAMBDA { return B::load_coefficients(from, b * B::pairs, m); });
+    });
     for (int v = 0; v < rows.count; ++v) {
       T* row = rows.row(v, t);
       const std::int64_t heads = rows.tensors[v].heads, stride = rows.tensors[v].head_stride;

@@ -470,6 +470,23 @@ using pair_block_for =
 template <class B>
 inline constexpr int held_capacity = f32::held_registers / B::registers;
 
+// block_slot::set(k, b, make): k[b] = make(), built in place for a run-time index b: GCC 12
+// assigns a returned coefficient struct to an element at a run-time index through a zeroed
+// temporary (a rep stosq and a rep movsq per block and token; AVX2 parity heads above 32
+// dimensions). A compile-time index keeps the assignment, which leaves the blocks in registers.
+// (Static members: a free function would be found twice by argument-dependent lookup, since
+// avx512_bf16's ops derive from avx512's.)
+struct block_slot {
+  template <class K, class F>
+  ROPEX_ALWAYS_INLINE static void set(K* k, int b, F&& make) {
+    new (k + b) K(make());
+  }
+  template <class K, int I, class F>
+  ROPEX_ALWAYS_INLINE static void set(K* k, std::integral_constant<int, I>, F&& make) {
+    k[I] = make();
+  }
+};
+
 // f(std::integral_constant<int, i>) for i = 0 .. W-1, unrolled at compile time.
 template <int W, class F, int... I>
 ROPEX_ALWAYS_INLINE void for_each_block_impl(F&& f, std::integer_sequence<int, I...>) {
@@ -899,8 +916,10 @@ void staged_token(const token_rows<T>& rows, std::int64_t t, int offset, const S
   for (int begin = 0; begin < n; begin += capacity * B::pairs) {
     const int m = n - begin < capacity * B::pairs ? n - begin : capacity * B::pairs;
     const int blocks = (m + B::pairs - 1) / B::pairs, tail = m - (blocks - 1) * B::pairs;
-    for (int b = 0; b < blocks; ++b)
-      k[b] = B::load_coefficients(from, begin + b * B::pairs, b == blocks - 1 ? tail : B::pairs);
+    for (int b = 0; b < blocks; ++b) {
+      const int pairs = b == blocks - 1 ? tail : B::pairs;
+      block_slot::set(k, b, [&]() ROPEX_ALWAYS_INLINE_LAMBDA { return B::load_coefficients(from, begin + b * B::pairs, pairs); });
+    }
     for (int v = 0; v < rows.count; ++v) {
       const int start = offset + begin / B::pairs * B::values;
       T* x = rows.row(v, t) + start;
