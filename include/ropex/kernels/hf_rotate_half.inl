@@ -543,7 +543,9 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
       for (std::int64_t h = 0; h < heads; ++h) {
         T* head = row + h * stride;
         if (ahead != 0) B::prefetch(head + ahead, half, n);
-        each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { x[b] = B::read(head + b * B::values, half, m); });
+        each_block<B, capacity>(whole, tail, [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA {
+          block_slot::set(x, b, [&]() ROPEX_ALWAYS_INLINE_LAMBDA { return B::read(head + b * B::values, half, m); });
+        });
         each_block<B, capacity>(whole, tail,
                                 [&](auto b, int m) ROPEX_ALWAYS_INLINE_LAMBDA { B::write(head + b * B::pairs, half, k[b], x[b], m); });
       }

@@ -471,9 +471,10 @@ template <class B>
 inline constexpr int held_capacity = f32::held_registers / B::registers;
 
 // block_slot::set(k, b, make): k[b] = make(), built in place for a run-time index b: GCC 12
-// assigns a returned coefficient struct to an element at a run-time index through a zeroed
-// temporary (a rep stosq and a rep movsq per block and token; AVX2 parity heads above 32
-// dimensions). A compile-time index keeps the assignment, which leaves the blocks in registers.
+// assigns a returned struct (a block's coefficients or inputs) to an element at a run-time index
+// through a temporary, zeroed first for the parity coefficients (a rep stosq and a rep movsq per
+// block and token; AVX2 parity heads above 32 dimensions). A compile-time index keeps the
+// assignment, which leaves the blocks in registers.
 // (Static members: a free function would be found twice by argument-dependent lookup, since
 // avx512_bf16's ops derive from avx512's.)
 struct block_slot {
