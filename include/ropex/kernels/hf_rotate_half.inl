@@ -115,6 +115,8 @@ struct hf_rotation {
   bool in_range;    // bfloat16 checked on bits: every |k| in [2^-50, 2^8) (see hf_half_block_by_parity)
   ROPEX_ALWAYS_INLINE static hf_rotation load(const hf_rows<T>& from, int i, int n) {
     const auto at = [n](const T* p) { return n >= Ops::lanes ? Ops::load(p) : Ops::load(p, n); };
+    // Ops::zero() rather than a value-initialised vector, which makes GCC clear blocks built in a
+    // stack array with a string store (six more in the parity binary, measured).
     split_vec zero{};
     if constexpr (split) zero = Ops::zero();
     hf_rotation r{at(from.cos + i), at(from.sin + i), at(from.cos + from.half + i), at(from.sin + from.half + i),
