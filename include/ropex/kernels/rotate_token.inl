@@ -902,12 +902,12 @@ void fixed_tokens(const token_rows<T>& rows, int offset, Source& source, int hal
 // the registers hold: each chunk's coefficients are loaded once and that chunk of every head is
 // rotated with them. Chunks start on whole blocks, so no line is read by two chunks. Against the
 // staged form below (AVX2, Zen 5): 1 x 32 x 128 fp32 interleaved table 0.35 -> 0.43 of the
-// roofline, 512 x 32 x 128 0.68-0.71 -> 0.74-0.75, HF parity half decode 0.54 -> 0.90 of the
-// exact rotation. A call that streams from memory keeps the
-// staged form: the token's coefficients prepared once into a stack array and reloaded per head
-// (L1 hits), up to staged_pairs pairs at a time, one head after another; walking every head per
-// chunk there broke the streams (AVX2 float16 interleaved, 32 MiB, 0.69-0.81 -> 0.64-0.68 of the
-// roofline, Cascade Lake).
+// roofline, 64 x 32 x 128 0.53-0.58 -> 0.63-0.68, HF parity half decode 0.54 -> 0.90 of the exact
+// rotation. A call that streams from memory keeps the staged form: the token's coefficients
+// prepared once into a stack array and reloaded per head (L1 hits), up to staged_pairs pairs at a
+// time, one head after another; walking every head per chunk there broke the streams (AVX2
+// float16 interleaved, 32 MiB, 0.69-0.81 -> 0.64-0.68 of the roofline, Cascade Lake; float32
+// 1.00-1.10 -> 0.76-0.79, Zen 5).
 inline constexpr int staged_pairs = 256;
 // Heads of exactly this many whole blocks (the head of 128 interleaved on AVX2 and NEON, of 256
 // interleaved on AVX-512 and half on AVX2) take rotate_whole_heads.
