@@ -761,6 +761,9 @@ TEST_CASE("hf parity: float16 blocks checked on their input bounds, at the edges
   std::vector<std::pair<const char*, kernels::hf_rotate_kernel<float16>>> families;
   if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<float16>);
   if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<float16>);
+#if ROPEX_KERNELS_AVX512_FP16
+  if (kernels::has_avx512_fp16()) families.emplace_back("avx512_fp16", &kernels::avx512_fp16::hf_rotate_rows_fp16<float16>);
+#endif
   for (int d : {128, 80}) {
     const int half = d / 2;
     const std::int64_t tokens = 16, heads = 16;
@@ -837,7 +840,38 @@ TEST_CASE("hf parity: every float16 code through each family's rotation", "[hf_p
   std::vector<std::pair<const char*, kernels::hf_rotate_kernel<float16>>> families;
   if (kernels::isa_available(kernels::isa::avx2)) families.emplace_back("avx2", &kernels::avx2::hf_rotate_rows<float16>);
   if (kernels::isa_available(kernels::isa::avx512)) families.emplace_back("avx512", &kernels::avx512::hf_rotate_rows<float16>);
+#if ROPEX_KERNELS_AVX512_FP16
+  if (kernels::has_avx512_fp16()) families.emplace_back("avx512_fp16", &kernels::avx512_fp16::hf_rotate_rows_fp16<float16>);
+#endif
   check_every_code<float16>(specials, families);
+}
+
+// The AVX512_FP16 rotation (float16 arithmetic) at every head size its forms split at: ragged
+// last blocks, one to four blocks in registers, heads beyond the registers (the half layout up to
+// 512 pairs in float16 lanes, longer ones in avx512's float lanes), with random inputs among
+// zeros, subnormals and values that overflow a product.
+TEST_CASE("hf parity: the AVX512_FP16 float16 rotation at every head size equals the scalar reference", "[hf_parity]") {
+#if ROPEX_KERNELS_AVX512_FP16
+  if (!kernels::has_avx512_fp16()) {
+    WARN("skipping: no AVX512_FP16 here");
+    return;
+  }
+  const std::uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x5bff};
+  for (int d : {2, 30, 62, 64, 66, 126, 128, 130, 200, 256, 258, 320, 512, 514, 1000, 1024, 1030, 2048}) {
+    const std::int64_t tokens = 3, heads = 3;
+    std::vector<float16> x = random_values<float16>(static_cast<std::size_t>(tokens * heads * d), 1100 + static_cast<std::uint64_t>(d));
+    for (std::size_t i = 0; i < x.size(); i += 11) x[i] = float16::from_bits(specials[i % 8]);
+    std::vector<float16> cos = random_values<float16>(static_cast<std::size_t>(tokens * d), 1200 + static_cast<std::uint64_t>(d)),
+                         sin = random_values<float16>(cos.size(), 1300 + static_cast<std::uint64_t>(d));
+    for (std::size_t i = 0; i < cos.size(); i += 7) sin[i] = float16::from_bits(0x0200);  // subnormal coefficients
+    std::vector<layout> layouts{layout::half};
+    if (d <= 2 * kernels::avx512_fp16::hf_interleaved_max_pairs) layouts.push_back(layout::interleaved);
+    check_families_against_scalar<float16>(x, tokens, heads, d, cos, sin, {{"avx512_fp16", &kernels::avx512_fp16::hf_rotate_rows_fp16<float16>}},
+                                           "every head size", layouts);
+  }
+#else
+  WARN("skipping: this compiler does not build the AVX512_FP16 kernels");
+#endif
 }
 
 #endif

@@ -50,7 +50,8 @@
 // The feature sets: AVX2 kernels also use FMA and F16C (every AVX2 CPU shipped has both and the
 // dispatcher checks them); AVX-512 kernels use F (arithmetic), BW+VL (16-bit masked loads and
 // stores of fp16/bf16 tails), DQ (64-bit conversions), FMA and F16C; their bfloat16 variant also
-// AVX512_BF16, their FP8 variant AVX512_VBMI (each checked separately).
+// AVX512_BF16, their FP8 variant AVX512_VBMI, their float16 parity variant AVX512_FP16 (each
+// checked separately).
 #if defined(__clang__)
 #define ROPEX_BEGIN_TARGET_AVX2 \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c\"))), apply_to = function)")
@@ -60,6 +61,8 @@
   _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c\"))), apply_to = function)")
 #define ROPEX_BEGIN_TARGET_AVX512_VBMI \
   _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,fma,f16c\"))), apply_to = function)")
+#define ROPEX_BEGIN_TARGET_AVX512_FP16 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512fp16,avx2,fma,f16c\"))), apply_to = function)")
 #define ROPEX_END_TARGET _Pragma("clang attribute pop")
 #else
 #define ROPEX_BEGIN_TARGET_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c\")")
@@ -69,8 +72,20 @@
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c\")")
 #define ROPEX_BEGIN_TARGET_AVX512_VBMI \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,fma,f16c\")")
+#define ROPEX_BEGIN_TARGET_AVX512_FP16 \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512fp16,avx2,fma,f16c\")")
 #define ROPEX_END_TARGET _Pragma("GCC pop_options")
 #endif
+#endif
+
+// ROPEX_KERNELS_AVX512_FP16: 1 when the float16 arithmetic of AVX512_FP16 can be compiled for a
+// region without a global -m flag: GCC 12 and later; clang from 16 (clang 14 declares __m512h
+// only under -mavx512fp16).
+#if ROPEX_KERNELS_X86 && (defined(__AVX512FP16__) || (defined(__clang__) && __clang_major__ >= 16) || \
+                          (!defined(__clang__) && __GNUC__ >= 12))
+#define ROPEX_KERNELS_AVX512_FP16 1
+#else
+#define ROPEX_KERNELS_AVX512_FP16 0
 #endif
 
 #if ROPEX_KERNELS_NEON

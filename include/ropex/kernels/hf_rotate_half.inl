@@ -293,8 +293,8 @@ ROPEX_ALWAYS_INLINE void hf_f16_write_checked(T* out, int half, const hf_rotatio
 // inputs of later blocks, so a head is read whole (read) before any of it is written (write).
 template <class T, class O = f32>
 struct hf_pair_block {
-  static constexpr int pairs = O::lanes, values = 2 * O::lanes, registers = hf_rotation<T>::registers;
-  using coefficients = hf_rotation<T>;
+  static constexpr int pairs = O::lanes, values = 2 * O::lanes, registers = hf_rotation<T, O>::registers;
+  using coefficients = hf_rotation<T, O>;
   // bfloat16 split by parity with split products: whole blocks take hf_half_block_by_parity's check
   // on bits.
   static constexpr bool bit_checked = O::bf16_by_parity && std::is_same_v<T, bfloat16> && coefficients::split;
@@ -386,8 +386,8 @@ struct hf_pair_block {
 // coefficients leave no room to pipeline a token ahead (pipelined_tokens).
 template <class T, class O = f32>
 struct hf_half_block {
-  static constexpr int pairs = O::lanes, values = O::lanes, registers = hf_rotation<T>::registers;
-  using coefficients = hf_rotation<T>;
+  static constexpr int pairs = O::lanes, values = O::lanes, registers = hf_rotation<T, O>::registers;
+  using coefficients = hf_rotation<T, O>;
   // float16 split products: whole blocks check their inputs' magnitudes against the token's bounds
   // (hf_rotation::f16_input_bounds) on the bits they load, with no look at the products.
   static constexpr bool bit_checked = coefficients::split && coefficients::half;

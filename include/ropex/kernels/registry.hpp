@@ -22,6 +22,7 @@
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/avx2.hpp"
 #include "ropex/kernels/avx512.hpp"
+#include "ropex/kernels/avx512_fp16.hpp"
 #include "ropex/kernels/neon.hpp"
 #include "ropex/kernels/scalar.hpp"
 #include "ropex/quantization.hpp"
@@ -105,6 +106,13 @@ inline bool detect_avx512_vbmi() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return detect_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 1));
 }
+
+// AVX512_FP16 (cpuid leaf 7, subleaf 0, EDX bit 23): the float16 arithmetic the avx512 family's
+// float16 parity rotation uses when present (avx512_fp16.hpp).
+inline bool detect_avx512_fp16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return detect_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
+}
 #endif
 
 inline bool always() { return true; }
@@ -125,6 +133,17 @@ inline bool has_avx512_bf16() {
 inline bool has_avx512_vbmi() {
 #if ROPEX_KERNELS_X86
   static const bool yes = detail::detect_avx512_vbmi();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// True when the avx512 family's float16 parity rotation computes in float16 (AVX512_FP16 on this
+// CPU, and a compiler that builds it; cached).
+inline bool has_avx512_fp16() {
+#if ROPEX_KERNELS_AVX512_FP16
+  static const bool yes = detail::detect_avx512_fp16();
   return yes;
 #else
   return false;
@@ -256,6 +275,10 @@ hf_rotate_kernel<T> hf_rotate_table(isa family) {
     case isa::avx512:
       if constexpr (std::is_same_v<T, bfloat16>)
         if (has_avx512_bf16()) return &avx512_bf16::hf_rotate_rows<bfloat16>;
+#if ROPEX_KERNELS_AVX512_FP16
+      if constexpr (std::is_same_v<T, float16>)
+        if (has_avx512_fp16()) return &avx512_fp16::hf_rotate_rows_fp16<float16>;
+#endif
       return &avx512::hf_rotate_rows<T>;
 #endif
 #if ROPEX_KERNELS_NEON
