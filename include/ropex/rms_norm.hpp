@@ -89,12 +89,15 @@ inline kernels::row_norm folded_norm(const rms_norm& norm, int head_dim, float* 
   int i = 0;
 #if defined(__GNUC__)
   for (; i + 16 <= head_dim; i += 16) {  // 16 lanes: a decode step's 128 factors in 8 steps
-    float16_lanes w = float16_lanes{} + norm_factor(nullptr, 0, norm.unit_offset);
+    lanes16<16> w;  // this code is compiled for the baseline: its 16-byte registers
+    set_lanes(w, norm_factor(nullptr, 0, norm.unit_offset));
     if (norm.weight != nullptr) {  // under unit_offset: 1 + weight
-      std::memcpy(&w, norm.weight + i, sizeof w);
-      w = 1.0f + w;
+      lanes16<16> one;
+      set_lanes(one, 1.0f);
+      load_lanes(w, norm.weight + i);
+      for (int k = 0; k < lanes16<16>::parts; ++k) w.p[k] += one.p[k];
     }
-    std::memcpy(factors + i, &w, sizeof w);
+    store_lanes(factors + i, w);
   }
 #endif
   for (; i < head_dim; ++i) factors[i] = norm_factor(norm.weight, i, norm.unit_offset);

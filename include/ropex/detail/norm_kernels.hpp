@@ -50,22 +50,29 @@ inline void normalize_rows_scalar(const float* x, std::int64_t x_stride, float* 
 // Rows x + g * x_stride, g < rows, scaled into out + g * out_stride by their inverse RMS r[g] and
 // norm_factor's factors, each weight vector loaded once for all the rows. The rows were read (their
 // r formed) before any of them is written (out rows are x's rows or disjoint).
+template <int Bytes>
 __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64_t x_stride, float* out,
                                                        std::int64_t out_stride, std::int64_t rows, int head_dim,
                                                        const float* r, const float* weight, bool unit_offset) {
-  const float constant_weight = norm_factor(nullptr, 0, unit_offset);
   int i = 0;
   for (; i + 16 <= head_dim; i += 16) {
-    float16_lanes w;
+    // Without weights, every lane's factor is norm_factor's constant: the same products.
+    lanes16<Bytes> w;
+    set_lanes(w, norm_factor(nullptr, 0, unit_offset));
     if (weight != nullptr) {
-      std::memcpy(&w, weight + i, sizeof w);
-      if (unit_offset) w += 1.0f;
+      load_lanes(w, weight + i);
+      if (unit_offset) {
+        lanes16<Bytes> one;
+        set_lanes(one, 1.0f);
+#pragma GCC unroll 4
+        for (int k = 0; k < lanes16<Bytes>::parts; ++k) w.p[k] += one.p[k];
+      }
     }
     for (std::int64_t g = 0; g < rows; ++g) {
-      float16_lanes v;
-      std::memcpy(&v, x + g * x_stride + i, sizeof v);
-      v = weight == nullptr ? v * r[g] * constant_weight : v * r[g] * w;
-      std::memcpy(out + g * out_stride + i, &v, sizeof v);
+      lanes16<Bytes> v;
+      load_lanes(v, x + g * x_stride + i);
+      scale_lanes(v, r[g], w);
+      store_lanes(out + g * out_stride + i, v);
     }
   }
   for (; i < head_dim; ++i)
@@ -79,7 +86,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
 // chains overlap, where a group of 4 normalised in turn left each group waiting on its own (one
 // token of Qwen3-8B shapes in L1, Zen 5: rms_norm_heads + apply 0.50-0.545 -> 0.44-0.47 us). Each row
 // keeps its own order of operations, so the bits are unchanged.
-template <bool Prefetch>
+template <bool Prefetch, int Wide, int Bytes>
 __attribute__((always_inline)) inline void normalize_rows_body(const float* x, std::int64_t x_stride, float* out,
                                                                 std::int64_t out_stride, std::int64_t rows,
                                                                 int head_dim, float eps, const float* weight,
@@ -88,24 +95,29 @@ __attribute__((always_inline)) inline void normalize_rows_body(const float* x, s
   float r[chunk];
   for (std::int64_t j = 0; j < rows; j += chunk) {
     const std::int64_t n = rows - j < chunk ? rows - j : chunk;
-    inverse_rms_rows<Prefetch>(x + j * x_stride, x_stride, n, head_dim, eps, r);
-    scale_rows(x + j * x_stride, x_stride, out + j * out_stride, out_stride, n, head_dim, r, weight, unit_offset);
+    inverse_rms_rows<Prefetch, Wide, Bytes>(x + j * x_stride, x_stride, n, head_dim, eps, r);
+    scale_rows<Bytes>(x + j * x_stride, x_stride, out + j * out_stride, out_stride, n, head_dim, r, weight, unit_offset);
   }
 }
 
-// The body of every family's entry: the prefetching form and the plain one.
+// The body of every family's entry: the prefetching form and the plain one, for a family whose
+// registers are Bytes wide.
+template <int Bytes>
 __attribute__((always_inline)) inline void normalize_rows_either(const float* x, std::int64_t x_stride, float* out,
                                                                   std::int64_t out_stride, std::int64_t rows,
                                                                   int head_dim, float eps, const float* weight,
                                                                   bool unit_offset, bool prefetch) {
-  if (prefetch) return normalize_rows_body<true>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
-  normalize_rows_body<false>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
+  constexpr int wide = cached_norm_rows(Bytes);
+  if (prefetch)
+    return normalize_rows_body<true, wide, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight,
+                                                  unit_offset);
+  normalize_rows_body<false, wide, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
 }
 
 inline void normalize_rows_baseline(const float* x, std::int64_t x_stride, float* out, std::int64_t out_stride,
                                     std::int64_t rows, int head_dim, float eps, const float* weight,
                                     bool unit_offset, bool prefetch) {
-  normalize_rows_either(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
+  normalize_rows_either<16>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
 }
 #endif
 
@@ -114,12 +126,12 @@ __attribute__((target("avx2,fma"))) inline void normalize_rows_avx2(const float*
                                                                      std::int64_t out_stride, std::int64_t rows,
                                                                      int head_dim, float eps, const float* weight,
                                                                      bool unit_offset, bool prefetch) {
-  normalize_rows_either(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
+  normalize_rows_either<32>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
 }
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) inline void normalize_rows_avx512(
     const float* x, std::int64_t x_stride, float* out, std::int64_t out_stride, std::int64_t rows, int head_dim,
     float eps, const float* weight, bool unit_offset, bool prefetch) {
-  normalize_rows_either(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
+  normalize_rows_either<64>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset, prefetch);
 }
 #endif
 

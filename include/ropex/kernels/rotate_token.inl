@@ -267,8 +267,10 @@ struct read_normed {
       const std::int64_t heads = rows.tensors[v].heads;
       const float* x = rows.row(v, t);
       const std::int64_t stride = rows.tensors[v].head_stride;
-      if (prefetch) ropex::detail::inverse_rms_rows<true>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
-      else ropex::detail::inverse_rms_rows<false>(x, stride, heads, norm.head_dim, norm.eps, norm.inv_rms + t * heads);
+      float* r = norm.inv_rms + t * heads;
+      constexpr int bytes = sizeof(f32::vec), wide = ropex::detail::cached_norm_rows(bytes);
+      if (prefetch) ropex::detail::inverse_rms_rows<true, wide, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
+      else ropex::detail::inverse_rms_rows<false, wide, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
     }
   }
   struct reader {
