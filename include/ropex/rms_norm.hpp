@@ -92,10 +92,8 @@ inline kernels::row_norm folded_norm(const rms_norm& norm, int head_dim, float* 
     lanes16<16> w;  // this code is compiled for the baseline: its 16-byte registers
     set_lanes(w, norm_factor(nullptr, 0, norm.unit_offset));
     if (norm.weight != nullptr) {  // under unit_offset: 1 + weight
-      lanes16<16> one;
-      set_lanes(one, 1.0f);
       load_lanes(w, norm.weight + i);
-      for (int k = 0; k < lanes16<16>::parts; ++k) w.p[k] += one.p[k];
+      add_to_lanes(w, 1.0f);
     }
     store_lanes(factors + i, w);
   }

@@ -65,6 +65,12 @@ __attribute__((always_inline)) inline void set_lanes(lanes16<B>& v, float c) {
 #pragma GCC unroll 4
   for (int k = 0; k < lanes16<B>::parts; ++k) v.p[k] = typename lanes16<B>::part{} + c;
 }
+// v += c, lane by lane.
+template <int B>
+__attribute__((always_inline)) inline void add_to_lanes(lanes16<B>& v, float c) {
+#pragma GCC unroll 4
+  for (int k = 0; k < lanes16<B>::parts; ++k) v.p[k] += c;
+}
 template <int B>
 __attribute__((always_inline)) inline void load_lanes(lanes16<B>& v, const float* x) {
 #pragma GCC unroll 4

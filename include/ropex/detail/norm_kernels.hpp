@@ -61,12 +61,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
     set_lanes(w, norm_factor(nullptr, 0, unit_offset));
     if (weight != nullptr) {
       load_lanes(w, weight + i);
-      if (unit_offset) {
-        lanes16<Bytes> one;
-        set_lanes(one, 1.0f);
-#pragma GCC unroll 4
-        for (int k = 0; k < lanes16<Bytes>::parts; ++k) w.p[k] += one.p[k];
-      }
+      if (unit_offset) add_to_lanes(w, 1.0f);
     }
     for (std::int64_t g = 0; g < rows; ++g) {
       lanes16<Bytes> v;
