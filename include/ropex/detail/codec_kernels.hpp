@@ -209,11 +209,13 @@ struct avx2_bytes {
     std::memcpy(&out, &w, sizeof out);
   }
   ROPEX_CODEC_AVX2 static void narrow(const V::i32& v, V::i8& out) {
-    const std::int64_t n = _mm_cvtsi128_si64(_mm_packs_epi16(words_of(v), words_of(v)));
+    const __m128i words = words_of(v);
+    const std::int64_t n = _mm_cvtsi128_si64(_mm_packs_epi16(words, words));
     std::memcpy(&out, &n, sizeof out);
   }
   ROPEX_CODEC_AVX2 static void narrow(const V::u32& v, V::u8& out) {
-    const std::int64_t n = _mm_cvtsi128_si64(_mm_packus_epi16(words_of(v), words_of(v)));
+    const __m128i words = words_of(v);
+    const std::int64_t n = _mm_cvtsi128_si64(_mm_packus_epi16(words, words));
     std::memcpy(&out, &n, sizeof out);
   }
 };

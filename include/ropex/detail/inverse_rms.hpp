@@ -267,13 +267,13 @@ constexpr int cached_norm_rows(int register_bytes) { return register_bytes >= 64
 
 // Rows x + j * x_stride, j < rows: r[j] = their inverse RMS, the bits of the norm's row loops of
 // the family compiling the caller, whose registers are Bytes wide (lanes16). Rows in cache are
-// summed Wide at a time (cached_norm_rows), then four; every row keeps its own order.
-template <bool Prefetch = false, int Wide = 4, int Bytes = 16>
+// summed cached_norm_rows(Bytes) at a time, then four; every row keeps its own order.
+template <bool Prefetch = false, int Bytes = 16>
 ROPEX_ALWAYS_INLINE void inverse_rms_rows(const float* x, std::int64_t x_stride, std::int64_t rows, int head_dim,
                                           float eps, float* r) {
 #if defined(__GNUC__)
   std::int64_t j = 0;
-  if constexpr (Wide == 8 && !Prefetch)
+  if constexpr (cached_norm_rows(Bytes) == 8 && !Prefetch)
     for (; j + 8 <= rows; j += 8) inverse_rms_group<8, Prefetch, Bytes>(x + j * x_stride, x_stride, head_dim, eps, r + j);
   for (; j + 4 <= rows; j += 4)
     inverse_rms_group<4, Prefetch, Bytes>(x + j * x_stride, x_stride, head_dim, eps, r + j);

@@ -81,7 +81,7 @@ __attribute__((always_inline)) inline void scale_rows(const float* x, std::int64
 // chains overlap, where a group of 4 normalised in turn left each group waiting on its own (one
 // token of Qwen3-8B shapes in L1, Zen 5: rms_norm_heads + apply 0.50-0.545 -> 0.44-0.47 us). Each row
 // keeps its own order of operations, so the bits are unchanged.
-template <bool Prefetch, int Wide, int Bytes>
+template <bool Prefetch, int Bytes>
 __attribute__((always_inline)) inline void normalize_rows_body(const float* x, std::int64_t x_stride, float* out,
                                                                 std::int64_t out_stride, std::int64_t rows,
                                                                 int head_dim, float eps, const float* weight,
@@ -90,7 +90,7 @@ __attribute__((always_inline)) inline void normalize_rows_body(const float* x, s
   float r[chunk];
   for (std::int64_t j = 0; j < rows; j += chunk) {
     const std::int64_t n = rows - j < chunk ? rows - j : chunk;
-    inverse_rms_rows<Prefetch, Wide, Bytes>(x + j * x_stride, x_stride, n, head_dim, eps, r);
+    inverse_rms_rows<Prefetch, Bytes>(x + j * x_stride, x_stride, n, head_dim, eps, r);
     scale_rows<Bytes>(x + j * x_stride, x_stride, out + j * out_stride, out_stride, n, head_dim, r, weight, unit_offset);
   }
 }
@@ -102,11 +102,9 @@ __attribute__((always_inline)) inline void normalize_rows_either(const float* x,
                                                                   std::int64_t out_stride, std::int64_t rows,
                                                                   int head_dim, float eps, const float* weight,
                                                                   bool unit_offset, bool prefetch) {
-  constexpr int wide = cached_norm_rows(Bytes);
   if (prefetch)
-    return normalize_rows_body<true, wide, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight,
-                                                  unit_offset);
-  normalize_rows_body<false, wide, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
+    return normalize_rows_body<true, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
+  normalize_rows_body<false, Bytes>(x, x_stride, out, out_stride, rows, head_dim, eps, weight, unit_offset);
 }
 
 inline void normalize_rows_baseline(const float* x, std::int64_t x_stride, float* out, std::int64_t out_stride,

@@ -268,9 +268,9 @@ struct read_normed {
       const float* x = rows.row(v, t);
       const std::int64_t stride = rows.tensors[v].head_stride;
       float* r = norm.inv_rms + t * heads;
-      constexpr int bytes = sizeof(f32::vec), wide = ropex::detail::cached_norm_rows(bytes);
-      if (prefetch) ropex::detail::inverse_rms_rows<true, wide, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
-      else ropex::detail::inverse_rms_rows<false, wide, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
+      constexpr int bytes = sizeof(f32::vec);
+      if (prefetch) ropex::detail::inverse_rms_rows<true, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
+      else ropex::detail::inverse_rms_rows<false, bytes>(x, stride, heads, norm.head_dim, norm.eps, r);
     }
   }
   struct reader {
