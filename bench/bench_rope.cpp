@@ -20,6 +20,9 @@
 //   path   fly (exact cos/sin formed per token, block_angles.hpp) or table (precomputed cos_sin_table)
 //   isa    dispatch (what run-time dispatch picks; named in the label) or a forced family
 // naive/<shape>/<layout>: the textbook scalar loop (float angle, cosf/sinf per element).
+// ceiling/<shape>/float/half: the rotation alone (AVX-512, fp32, half layout, heads of 64 or 128),
+//   its cos/sin fixed in registers for the whole call: no angle work, no table rows, no dispatch.
+//   What any exact-or-table kernel could reach at best on this machine; informational.
 // threads2/...: rope through parallel_apply with 2 std::threads.
 #include <benchmark/benchmark.h>
 
@@ -157,6 +160,38 @@ void naive_bench(benchmark::State& state, shape s, ropex::layout pairing) {
   });
 }
 
+// The rotation with no angle work: every head rotated by the same W blocks of cos/sin held in
+// registers (a unit rotation, so repeated passes keep the values' magnitudes).
+#if ROPEX_BENCH_X86
+template <int W>
+__attribute__((target("avx512f"))) void rotate_fixed_avx512(float* x, std::int64_t rows) {
+  constexpr int half = 16 * W;
+  __m512 c[W], s[W];
+  for (int i = 0; i < W; ++i) {
+    c[i] = _mm512_set1_ps(0.6f);
+    s[i] = _mm512_set1_ps(0.8f);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* head = x + r * 2 * half;
+    for (int i = 0; i < W; ++i) {
+      const __m512 a = _mm512_loadu_ps(head + 16 * i), b = _mm512_loadu_ps(head + half + 16 * i);
+      _mm512_storeu_ps(head + 16 * i, _mm512_fmsub_ps(a, c[i], _mm512_mul_ps(b, s[i])));
+      _mm512_storeu_ps(head + half + 16 * i, _mm512_fmadd_ps(b, c[i], _mm512_mul_ps(a, s[i])));
+    }
+  }
+}
+
+void ceiling_bench(benchmark::State& state, shape s) {
+  aligned_buffer<float> x = make_input<float>(static_cast<std::size_t>(s.tokens * s.heads * s.head_dim));
+  const std::int64_t rows = s.tokens * s.heads;
+  run_against_roofline(state, x, 1, [&] {
+    if (s.head_dim == 64) rotate_fixed_avx512<2>(x.data(), rows);
+    else rotate_fixed_avx512<4>(x.data(), rows);
+  });
+  state.SetLabel("avx512");
+}
+#endif
+
 const char* layout_name(ropex::layout l) { return l == ropex::layout::half ? "half" : "interleaved"; }
 
 void register_all() {
@@ -205,6 +240,13 @@ void register_all() {
     for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
       benchmark::RegisterBenchmark((std::string("naive/") + s.name + "/" + layout_name(pairing)).c_str(), naive_bench, s,
                                    pairing)->MinTime(min_time)->UseManualTime();
+#if ROPEX_BENCH_X86
+  if (__builtin_cpu_supports("avx512f"))
+    for (const shape& s : shapes)
+      if (s.tokens > 1 && (s.head_dim == 64 || s.head_dim == 128))
+        benchmark::RegisterBenchmark((std::string("ceiling/") + s.name + "/float/half").c_str(), ceiling_bench, s)
+            ->MinTime(min_time)->UseManualTime();
+#endif
   // Two threads (dispatch's family), plain policy.
   for (const shape& s : shapes)
     for (ropex::layout pairing : {ropex::layout::half, ropex::layout::interleaved})
