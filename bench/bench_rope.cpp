@@ -20,7 +20,7 @@
 //   path   fly (exact cos/sin formed per token, block_angles.hpp) or table (precomputed cos_sin_table)
 //   isa    dispatch (what run-time dispatch picks; named in the label) or a forced family
 // naive/<shape>/<layout>: the textbook scalar loop (float angle, cosf/sinf per element).
-// ceiling/<shape>/float/half: the rotation alone (AVX-512, fp32, half layout, heads of 64 or 128),
+// ceiling/<shape>/float/half: the rotation alone (AVX-512, else AVX2; fp32, half layout, heads of 64 or 128),
 //   its cos/sin fixed in registers for the whole call: no angle work, no table rows, no dispatch.
 //   What any exact-or-table kernel could reach at best on this machine; informational.
 // threads2/...: rope through parallel_apply with 2 std::threads.
@@ -181,14 +181,39 @@ __attribute__((target("avx512f"))) void rotate_fixed_avx512(float* x, std::int64
   }
 }
 
+// The same with 256-bit vectors (CPUs without AVX-512).
+template <int W>
+__attribute__((target("avx2,fma"))) void rotate_fixed_avx2(float* x, std::int64_t rows) {
+  constexpr int half = 8 * W;
+  __m256 c[W], s[W];
+  for (int i = 0; i < W; ++i) {
+    c[i] = _mm256_set1_ps(0.6f);
+    s[i] = _mm256_set1_ps(0.8f);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* head = x + r * 2 * half;
+    for (int i = 0; i < W; ++i) {
+      const __m256 a = _mm256_loadu_ps(head + 8 * i), b = _mm256_loadu_ps(head + half + 8 * i);
+      _mm256_storeu_ps(head + 8 * i, _mm256_fmsub_ps(a, c[i], _mm256_mul_ps(b, s[i])));
+      _mm256_storeu_ps(head + half + 8 * i, _mm256_fmadd_ps(b, c[i], _mm256_mul_ps(a, s[i])));
+    }
+  }
+}
+
 void ceiling_bench(benchmark::State& state, shape s) {
   aligned_buffer<float> x = make_input<float>(static_cast<std::size_t>(s.tokens * s.heads * s.head_dim));
   const std::int64_t rows = s.tokens * s.heads;
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
   run_against_roofline(state, x, 1, [&] {
-    if (s.head_dim == 64) rotate_fixed_avx512<2>(x.data(), rows);
-    else rotate_fixed_avx512<4>(x.data(), rows);
+    if (avx512) {
+      if (s.head_dim == 64) rotate_fixed_avx512<2>(x.data(), rows);
+      else rotate_fixed_avx512<4>(x.data(), rows);
+    } else {
+      if (s.head_dim == 64) rotate_fixed_avx2<4>(x.data(), rows);
+      else rotate_fixed_avx2<8>(x.data(), rows);
+    }
   });
-  state.SetLabel("avx512");
+  state.SetLabel(avx512 ? "avx512" : "avx2");
 }
 #endif
 
@@ -241,7 +266,7 @@ void register_all() {
       benchmark::RegisterBenchmark((std::string("naive/") + s.name + "/" + layout_name(pairing)).c_str(), naive_bench, s,
                                    pairing)->MinTime(min_time)->UseManualTime();
 #if ROPEX_BENCH_X86
-  if (__builtin_cpu_supports("avx512f"))
+  if (__builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
     for (const shape& s : shapes)
       if (s.tokens > 1 && (s.head_dim == 64 || s.head_dim == 128))
         benchmark::RegisterBenchmark((std::string("ceiling/") + s.name + "/float/half").c_str(), ceiling_bench, s)

@@ -105,12 +105,39 @@ __attribute__((target("avx512f"))) void narrow_avx512(const float* from, void* t
   }
   for (; i < n; ++i) std::memcpy(out + Bytes * i, from + i, Bytes);
 }
+// AVX2: the low 16 or 8 bits of each lane by masking and unsigned packs (exact on masked lanes;
+// the packs work per 128-bit half, the permute puts the halves in order).
+template <std::size_t Bytes>
+__attribute__((target("avx2"))) void narrow_avx2(const float* from, void* to, std::size_t n) {
+  auto* out = static_cast<unsigned char*>(to);
+  const __m256i mask = _mm256_set1_epi32(Bytes == 2 ? 0xffff : 0xff);
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i v[4];
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_castps_si256(_mm256_loadu_ps(from + i + 8 * j));
+    if constexpr (Bytes == 4) {
+      for (int j = 0; j < 4; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * (i + 8 * j)), v[j]);
+    } else {
+      for (int j = 0; j < 4; ++j) v[j] = _mm256_and_si256(v[j], mask);
+      const __m256i w0 = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[0], v[1]), 0xD8);
+      const __m256i w1 = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[2], v[3]), 0xD8);
+      if constexpr (Bytes == 2) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), w0);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i + 32), w1);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(_mm256_packus_epi16(w0, w1), 0xD8));
+      }
+    }
+  }
+  for (; i < n; ++i) std::memcpy(out + Bytes * i, from + i, Bytes);
+}
 #endif
 template <class C>
 void narrow(const float* from, C* to, std::size_t n) {
 #if ROPEX_BENCH_X86
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
   if (avx512) return narrow_avx512<sizeof(C)>(from, to, n);
+  if (avx2) return narrow_avx2<sizeof(C)>(from, to, n);
 #endif
   for (std::size_t i = 0; i < n; ++i) std::memcpy(reinterpret_cast<unsigned char*>(to) + sizeof(C) * i, from + i, sizeof(C));
 }

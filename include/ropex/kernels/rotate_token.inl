@@ -853,7 +853,9 @@ void uniform_tokens(const token_rows<T>& rows, int offset, Source& source, int h
 // token t + 1's coefficients are loaded before token t's heads (as pipelined_tokens).
 template <class B, int W, class Read, class T, class Source>
 void fixed_tokens(const token_rows<T>& rows, int offset, Source& source, int half) {
-  constexpr bool read_ahead = Source::fixed_read_ahead;
+  // Read ahead only where both tokens' coefficients fit the registers: spilling them costs more
+  // than the stall it hides (AVX2, 8 blocks: (e) interleaved table 0.76-0.79 -> 0.75).
+  constexpr bool read_ahead = Source::fixed_read_ahead && 2 * W * B::registers <= f32::held_registers;
   using K = typename B::coefficients;
   const auto load = [](K* k, const auto& from) ROPEX_ALWAYS_INLINE_LAMBDA {
     for_each_block<W>([&](auto i) ROPEX_ALWAYS_INLINE_LAMBDA { k[i] = B::load_coefficients(from, i * B::pairs, B::pairs); });
@@ -1111,7 +1113,13 @@ template <class B, class Read = read_stored, class T, class Source>
 void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source& source, int offset) {
   const int n = range.last - range.first, blocks = (n + B::pairs - 1) / B::pairs;
   if constexpr (!numbers_only_form<B, T> && fixed_blocks_of<Source>::value > 0) {
-    const int most = rows.tokens == 1 ? fixed_blocks_most<B, Source> : fixed_blocks_of<Source>::value;
+    // Heads whose coefficients fill the registers (more blocks than pipelined_tokens takes) go
+    // up to 8 blocks as a single token does: held_token's run-time block count and the source
+    // read again through references after every head's stores cost a stall per token there (AVX2,
+    // Zen 3, table: (e) interleaved 0.62-0.67 -> 0.76-0.78 of the roofline, (b) half 0.87 -> 0.91;
+    // (e) interleaved fly 0.49-0.51 -> 0.54-0.56).
+    const int most = rows.tokens == 1 || blocks > held_capacity<B> / 2 ? fixed_blocks_most<B, Source>
+                                                                        : fixed_blocks_of<Source>::value;
     if (n == blocks * B::pairs && blocks <= most && !range.prefetch &&
         rotate_fixed<B, Read>(rows, offset, source, range.half, blocks))
       return;
