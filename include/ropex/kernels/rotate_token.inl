@@ -902,8 +902,9 @@ void fixed_tokens(const token_rows<T>& rows, int offset, Source& source, int hal
 #pragma GCC diagnostic pop
 #endif
 
-// More blocks than registers hold. A call in cache takes the head in chunks of as many blocks as
-// the registers hold: each chunk's coefficients are loaded once and that chunk of every head is
+// More blocks than registers hold. A call in cache (since 3 Dec only a single token, or heads of
+// other than 16 whole blocks: rotate_batch_as) takes the head in chunks of as many blocks as the
+// registers hold: each chunk's coefficients are loaded once and that chunk of every head is
 // rotated with them. Chunks start on whole blocks, so no line is read by two chunks. Against the
 // staged form below (AVX2, Zen 5): 1 x 32 x 128 fp32 interleaved table 0.35 -> 0.43 of the
 // roofline, 64 x 32 x 128 0.53-0.58 -> 0.63-0.68, HF parity half decode 0.54 -> 0.90 of the exact
@@ -1123,6 +1124,14 @@ void rotate_batch_as(const token_rows<T>& rows, const pair_range& range, Source&
     if (n == blocks * B::pairs && blocks <= most && !range.prefetch &&
         rotate_fixed<B, Read>(rows, offset, source, range.half, blocks))
       return;
+    // Heads of twice the blocks the registers hold (the interleaved head of 128 on AVX2): the
+    // compiler keeps the coefficients on the stack, which is staged_token's form without its
+    // per-token walk; staged_token's chunks stay for a single token. AVX2, Zen 3, interleaved, of
+    // the roofline: 512 x 32 x 128 table 0.67-0.69 -> 0.78-0.79, fly 0.61-0.65 -> 0.71-0.75;
+    // 64 x 32 x 128 table 0.65-0.67 -> 0.76, fly 0.60-0.61 -> 0.69.
+    if constexpr (held_capacity<B> < staged_unrolled_blocks)
+      if (n == blocks * B::pairs && blocks == staged_unrolled_blocks && !range.prefetch && rows.tokens > 1)
+        return fixed_tokens<B, staged_unrolled_blocks, Read>(rows, offset, source, range.half);
   }
   if constexpr (Source::pipelined) {
     constexpr int half_capacity = held_capacity<B> / 2;
