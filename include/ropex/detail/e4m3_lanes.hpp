@@ -1,8 +1,8 @@
 // Private: FP8 E4M3FN conversion of every lane of a vector at once, the lane-wise form of
 // quantization.hpp's float_to_e4m3_bits / e4m3_bits_to_float with the same bits. Written once for
 // the row codecs (detail/codec_kernels.hpp) and for the rotation kernels' FP8 loads and stores
-// (kernels/avx2.hpp, neon.hpp; avx512.hpp has shorter forms of its own, through vcvtph2ps and one
-// FMA, held to the same bits by the same tests). They pass their own registers (any vector of float
+// (kernels/neon.hpp; avx512.hpp and avx2.hpp have shorter forms of their own, through vcvtph2ps and
+// one FMA, held to the same bits by the same tests). They pass their own registers (any vector of float
 // lanes and one of as many 32-bit lanes, each holding one code 0..255), which are worked on as
 // GCC/Clang generic vectors of the same size; moving bytes into and out of 32-bit lanes is the
 // caller's, with its own instructions. Branch-free: every path of the scalar conversion is

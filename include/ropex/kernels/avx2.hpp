@@ -16,7 +16,6 @@
 #include "ropex/angles.hpp"
 #include "ropex/config.hpp"  // defines ROPEX_INSIDE for the private headers below
 #include "ropex/detail/inverse_rms.hpp"
-#include "ropex/detail/e4m3_lanes.hpp"
 #include "ropex/kernels/arch.hpp"
 #include "ropex/kernels/prefetch.hpp"
 #include "ropex/kernels/rotation_batch.hpp"
@@ -152,17 +151,32 @@ struct f32 {
     const __m128i codes = int8_codes(v);
     std::memcpy(p, &codes, static_cast<std::size_t>(n));
   }
-  // FP8 E4M3 codes (a quantized cache's shift, as int8): each byte widened to a 32-bit lane
-  // (vpmovzxbd) and decoded, or encoded and narrowed back by unsigned saturating packs (every code
-  // fits a byte), by the lane-wise conversions of detail/e4m3_lanes.hpp: float8_e4m3's bits.
+  // FP8 E4M3 codes (a quantized cache's shift, as int8), float8_e4m3's bits, by avx512.hpp's forms
+  // in 256-bit registers (its comments say why they are exact). Decode: the code sign-extended to
+  // 16 bits, shifted left by 7 with bit 14 cleared is the binary16 value * 2^-8; F16C's vcvtph2ps
+  // and * 256 give the value, and the NaN codes (+-480 there) get the quiet NaN by an xor. Encode:
+  // the magnitude clamped by two vminps (a NaN becomes 480, code 0x7f), one fused multiply-add
+  // rounds it to a whole number of FP8 steps in the sum's low bits, the exponent's field added
+  // leaves the code in the low byte, and the sign goes to bit 7. Against detail/e4m3_lanes.hpp's
+  // generic form (AVX2 has no unsigned 32-bit compares): 64 MiB FP8 cache shift, Zen 3, 47.8-53.9 ->
+  // 37.3-38.5 ms.
   static vec e4m3_values(__m128i codes) {  // the low 8 bytes
-    vec v;
-    detail::e4m3_lanes::decode(_mm256_cvtepu8_epi32(codes), v);
-    return v;
+    const __m128i half = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(codes), 7), _mm_set1_epi16(short(0xbf80)));
+    const vec v = _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_set1_ps(256.0f));
+    const __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(codes, _mm_set1_epi8(char(0x80))), _mm_set1_epi8(char(0xff)));
+    const __m256i flip = _mm256_and_si256(_mm256_cvtepi8_epi32(nan), _mm256_set1_epi32(0x3c300000));  // 0x43f00000 -> 0x7fc00000
+    return _mm256_xor_ps(v, _mm256_castsi256_ps(flip));
   }
   static __m128i e4m3_codes(vec v) {  // 8 codes in the low 8 bytes
-    __m256i words;
-    detail::e4m3_lanes::encode(v, words);
+    const __m256i bits = _mm256_castps_si256(v);
+    const vec magnitude = _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)));
+    const vec m = _mm256_min_ps(_mm256_min_ps(_mm256_set1_ps(448.0f), magnitude), _mm256_set1_ps(480.0f));
+    const __m256i exponent = _mm256_and_si256(_mm256_max_epu32(_mm256_castps_si256(m), _mm256_set1_epi32(0x3c800000)),
+                                              _mm256_set1_epi32(0x7f800000));
+    const vec sum = _mm256_fmadd_ps(_mm256_castsi256_ps(exponent), _mm256_castsi256_ps(_mm256_set1_epi32(0x49800038)), m);
+    const __m256i code = _mm256_and_si256(_mm256_add_epi32(_mm256_castps_si256(sum), _mm256_srli_epi32(exponent, 20)),
+                                          _mm256_set1_epi32(0x7f));
+    const __m256i words = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80)));
     const __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
     return _mm_packus_epi16(w16, w16);
   }
