@@ -188,8 +188,9 @@ struct f32 {
     std::memcpy(static_cast<void*>(p), &codes, static_cast<std::size_t>(n));
   }
 
-  // Four (an interleaved block's pairs) by a plain 128-bit load: vmaskmovps costs here what the
-  // whole per-token setup should (Zen 3, (e) interleaved with a table: 0.62-0.67 of the roofline).
+  // Four (an interleaved block's pairs) by a plain 128-bit load, not vmaskmovps: in a standalone
+  // loop of (e) interleaved with a table, masked loads of the row took 0.78 -> 0.66-0.72 of the
+  // roofline (Zen 3).
   static vec coefficients(const float* p, int n) {
     if (n >= lanes) return load(p);
     if (n == lanes / 2) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
