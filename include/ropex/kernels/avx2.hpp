@@ -167,7 +167,7 @@ struct f32 {
     const __m256i flip = _mm256_and_si256(_mm256_cvtepi8_epi32(nan), _mm256_set1_epi32(0x3c300000));  // 0x43f00000 -> 0x7fc00000
     return _mm256_xor_ps(v, _mm256_castsi256_ps(flip));
   }
-  static __m128i e4m3_codes(vec v) {  // 8 codes in the low 8 bytes
+  ROPEX_ALWAYS_INLINE static __m128i e4m3_codes(vec v) {  // 8 codes in the low 8 bytes
     const __m256i bits = _mm256_castps_si256(v);
     const vec magnitude = _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)));
     const vec m = _mm256_min_ps(_mm256_min_ps(_mm256_set1_ps(448.0f), magnitude), _mm256_set1_ps(480.0f));
@@ -182,8 +182,8 @@ struct f32 {
   }
   static vec load(const float8_e4m3* p) { return e4m3_values(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static vec load(const float8_e4m3* p, int n) { return e4m3_values(load_bytes_partial(p, n)); }
-  static void store(float8_e4m3* p, vec v) { _mm_storel_epi64(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
-  static void store(float8_e4m3* p, vec v, int n) {
+  ROPEX_ALWAYS_INLINE static void store(float8_e4m3* p, vec v) { _mm_storel_epi64(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
+  ROPEX_ALWAYS_INLINE static void store(float8_e4m3* p, vec v, int n) {
     const __m128i codes = e4m3_codes(v);
     std::memcpy(static_cast<void*>(p), &codes, static_cast<std::size_t>(n));
   }
@@ -191,7 +191,7 @@ struct f32 {
   // Four (an interleaved block's pairs) by a plain 128-bit load, not vmaskmovps: in a standalone
   // loop of (e) interleaved with a table, masked loads of the row took 0.78 -> 0.66-0.72 of the
   // roofline (Zen 3).
-  static vec coefficients(const float* p, int n) {
+  ROPEX_ALWAYS_INLINE static vec coefficients(const float* p, int n) {
     if (n >= lanes) return load(p);
     if (n == lanes / 2) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
     return load(p, n);
@@ -241,7 +241,7 @@ struct f32 {
   }
   // A NaN gets the quiet bit instead of the rounding (types.hpp); one unordered compare of both
   // vectors skips that fix-up when there is none.
-  static bits bf16_merge(vec even, vec odd) {
+  ROPEX_ALWAYS_INLINE static bits bf16_merge(vec even, vec odd) {
     bits e = bf16_rounded_lane(even), o = bf16_rounded_lane(odd);
     if (__builtin_expect(_mm256_movemask_ps(_mm256_cmp_ps(even, odd, _CMP_UNORD_Q)) != 0, 0)) {
       const bits quiet = _mm256_set1_epi32(0x00400000);
@@ -255,7 +255,7 @@ struct f32 {
   // The parity blocks' ops, as avx512.hpp has them: the general merge, and tests of the exponent
   // fields (at most 0x7f80, so signed 16-bit compares order them).
   static bits bf16_merge_normal(vec even, vec odd) { return bf16_merge(even, odd); }
-  static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
+  ROPEX_ALWAYS_INLINE static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
     const bits exponent = _mm256_set1_epi16(0x7f80);
     const bits ev = _mm256_and_si256(v, exponent), ew = _mm256_and_si256(w, exponent);
     bits outside = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<short>(low << 7)), _mm256_min_epi16(ev, ew)),
@@ -291,7 +291,7 @@ struct f32 {
   static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
   static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
   template <class T>
-  static vec round_to(vec v) {
+  ROPEX_ALWAYS_INLINE static vec round_to(vec v) {
     if constexpr (std::is_same_v<T, float>) return in_register(v);
     else if constexpr (std::is_same_v<T, float16>) return _mm256_cvtph_ps(half_bits(v));
     else return _mm256_castsi256_ps(_mm256_and_si256(bf16_rounded_lane(v), _mm256_set1_epi32(-65536)));
@@ -305,15 +305,15 @@ struct f32 {
   // Magnitudes as integers (below 2^31, so the signed compares order them): a NaN is above
   // every limit, and a lane is normal when its magnitude lies in [FLT_MIN, FLT_MAX].
   static __m256i magnitude_bits(vec v) { return _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff)); }
-  static bool any_not_normal(vec v, vec w) { return any_magnitude_outside(v, w, set1(0x1p-126f), set1(0x1.fffffep127f)); }
+  ROPEX_ALWAYS_INLINE static bool any_not_normal(vec v, vec w) { return any_magnitude_outside(v, w, set1(0x1p-126f), set1(0x1.fffffep127f)); }
   // Whether any magnitude of v or w lies outside [low, high].
-  static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
+  ROPEX_ALWAYS_INLINE static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
     const __m256i mv = magnitude_bits(v), mw = magnitude_bits(w);
     const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_castps_si256(low), _mm256_min_epi32(mv, mw)),
                                             _mm256_cmpgt_epi32(_mm256_max_epi32(mv, mw), _mm256_castps_si256(high)));
     return !_mm256_testz_si256(outside, outside);
   }
-  static bool any_beyond(vec v, vec w, vec limit) {
+  ROPEX_ALWAYS_INLINE static bool any_beyond(vec v, vec w, vec limit) {
     const __m256i m = _mm256_max_epi32(magnitude_bits(v), magnitude_bits(w));
     const __m256i beyond = _mm256_cmpgt_epi32(m, _mm256_castps_si256(limit));
     return !_mm256_testz_si256(beyond, beyond);

@@ -161,7 +161,7 @@ struct f32 {
     __asm__("" : "+v"(codes));
     return codes;
   }
-  static __m128i e4m3_codes(vec v) {
+  ROPEX_ALWAYS_INLINE static __m128i e4m3_codes(vec v) {
     const vec magnitude = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
     return e4m3_round(v, _mm512_min_ps(_mm512_min_ps(_mm512_set1_ps(448.0f), magnitude), _mm512_set1_ps(480.0f)));
   }
@@ -197,10 +197,10 @@ struct f32 {
     return e4m3_numbers(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static vec load_numbers(const float8_e4m3* p, int n) { return e4m3_numbers(_mm_maskz_loadu_epi8(first(n), p)); }
-  static void store_numbers(float8_e4m3* p, vec v) {
+  ROPEX_ALWAYS_INLINE static void store_numbers(float8_e4m3* p, vec v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_number_codes(v));
   }
-  static void store_numbers(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_number_codes(v)); }
+  ROPEX_ALWAYS_INLINE static void store_numbers(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_number_codes(v)); }
   // 64 codes of a number-only head at once (rotate_token.inl, rotate_two_heads_numbers): out[k] and
   // v[k] hold codes 16 k .. 16 k + 15. The decode gives each value times e4m3_x4_scale = 2^-8 (the
   // binary16 number, without e4m3_numbers's * 256: the rotation takes coefficients times 256
@@ -242,7 +242,7 @@ struct f32 {
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     _mm512_storeu_si512(p, _mm512_permutexvar_epi32(order, codes));
   }
-  static bool moderate_coefficients(vec c, vec s) {
+  ROPEX_ALWAYS_INLINE static bool moderate_coefficients(vec c, vec s) {
     const vec limit = _mm512_set1_ps(0x1p64f);  // NaN compares "not less" too
     return (_mm512_cmp_ps_mask(_mm512_abs_ps(c), limit, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(_mm512_abs_ps(s), limit, _CMP_NLT_UQ)) == 0;
   }
@@ -250,8 +250,8 @@ struct f32 {
     return e4m3_values(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static vec load(const float8_e4m3* p, int n) { return e4m3_values(_mm_maskz_loadu_epi8(first(n), p)); }
-  static void store(float8_e4m3* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
-  static void store(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_codes(v)); }
+  ROPEX_ALWAYS_INLINE static void store(float8_e4m3* p, vec v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), e4m3_codes(v)); }
+  ROPEX_ALWAYS_INLINE static void store(float8_e4m3* p, vec v, int n) { _mm_mask_storeu_epi8(p, first(n), e4m3_codes(v)); }
 
   // The on-the-fly cos/sin were just written by cos_sin_combine in 256-bit stores; a 512-bit load
   // spanning two of them cannot be store-forwarded and waits until the stores commit, i.e. behind
@@ -260,7 +260,7 @@ struct f32 {
   static __m256 load8(const float* p, int n) {
     return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << n) - 1u), p);
   }
-  static vec coefficients(const float* p, int n) {
+  ROPEX_ALWAYS_INLINE static vec coefficients(const float* p, int n) {
     const vec lo = _mm512_castps256_ps512(load8(p, n));
     return n > 8 ? _mm512_insertf32x8(lo, load8(p + 8, n - 8), 1) : _mm512_insertf32x8(lo, _mm256_setzero_ps(), 1);
   }
@@ -316,7 +316,7 @@ struct f32 {
   }
   // The kernel is bound by the two 512-bit ALU ports, so the NaN fix-up (a compare and a masked or
   // per vector) is skipped when one unordered compare of the two vectors finds no NaN.
-  static bits bf16_merge(vec even, vec odd) {
+  ROPEX_ALWAYS_INLINE static bits bf16_merge(vec even, vec odd) {
     // (even >> 16) | (odd & 0xffff0000): ternary-logic table A | (B & C) = 0xF8.
     if (__builtin_expect(_mm512_cmp_ps_mask(even, odd, _CMP_UNORD_Q) == 0, 1))
       return _mm512_ternarylogic_epi32(_mm512_srli_epi32(bf16_rounded_lane_not_nan(even), 16),
@@ -329,7 +329,7 @@ struct f32 {
   static bits bf16_merge_normal(vec even, vec odd) { return bf16_merge(even, odd); }
   // Whether any of the first n bfloat16 of v or w has an exponent field outside [low, high] (0:
   // zeros and subnormals, 255: infinities and NaNs).
-  static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
+  ROPEX_ALWAYS_INLINE static bool bf16_any_exponent_outside(bits v, bits w, int low, int high, int n) {
     const bits exponent = _mm512_set1_epi16(0x7f80);
     const bits ev = _mm512_and_si512(v, exponent), ew = _mm512_and_si512(w, exponent);
     const __mmask32 outside =
@@ -363,7 +363,7 @@ struct f32 {
   static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
   static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
   template <class T>
-  static vec round_to(vec v) {
+  ROPEX_ALWAYS_INLINE static vec round_to(vec v) {
     if constexpr (std::is_same_v<T, float>) return in_register(v);
     else if constexpr (std::is_same_v<T, float16>) return _mm512_cvtph_ps(half_bits(v));
     else return _mm512_castsi512_ps(_mm512_and_si512(bf16_rounded_lane_not_nan(v), _mm512_set1_epi32(-65536)));
@@ -373,18 +373,18 @@ struct f32 {
   static constexpr bool hf_split_float16 = true;
   static vec fnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
   // vfpclassps 0xBF: NaN, zero, infinity or subnormal (every class but normal and negative).
-  static bool any_not_normal(vec v, vec w) {
+  ROPEX_ALWAYS_INLINE static bool any_not_normal(vec v, vec w) {
     return !_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v, 0xBF), _mm512_fpclass_ps_mask(w, 0xBF));
   }
   // Magnitudes as unsigned integers: a NaN is above every limit.
-  static bool any_beyond(vec v, vec w, vec limit) {
+  ROPEX_ALWAYS_INLINE static bool any_beyond(vec v, vec w, vec limit) {
     const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
     const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v), magnitude),
                                        _mm512_and_si512(_mm512_castps_si512(w), magnitude));
     return _mm512_cmpgt_epu32_mask(m, _mm512_castps_si512(limit)) != 0;
   }
   // Whether any magnitude of v or w lies outside [low, high] (unsigned integer order, NaN above).
-  static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
+  ROPEX_ALWAYS_INLINE static bool any_magnitude_outside(vec v, vec w, vec low, vec high) {
     const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
     const __m512i mv = _mm512_and_si512(_mm512_castps_si512(v), magnitude), mw = _mm512_and_si512(_mm512_castps_si512(w), magnitude);
     return !_kortestz_mask16_u8(_mm512_cmplt_epu32_mask(_mm512_min_epu32(mv, mw), _mm512_castps_si512(low)),
@@ -469,7 +469,7 @@ using avx512::f64;
 // avx512's ops with the bfloat16 merge replaced.
 struct f32 : avx512::f32 {
   // 32 bfloat16: even[k] at 2k and odd[k] at 2k + 1, as avx512::f32::bf16_merge returns them.
-  static bits bf16_merge(vec even, vec odd) {
+  ROPEX_ALWAYS_INLINE static bits bf16_merge(vec even, vec odd) {
     // cvtne2ps(odd, even) = (even[0..15], odd[0..15]) rounded to nearest even.
     const bits packed = reinterpret_cast<bits>(_mm512_cvtne2ps_pbh(odd, even));
     // A flushed subnormal comes out as +-0; so does an exact zero. One test of the 32 results finds

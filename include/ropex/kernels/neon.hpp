@@ -183,11 +183,11 @@ struct f32 {
   static void store(T* p, vec v) { neon::store(p, v); }
   template <class T>
   static void store(T* p, vec v, int n) { neon::store(p, v, n); }
-  static vec coefficients(const float* p, int n) { return n >= lanes ? vld1q_f32(p) : neon::load(p, n); }
+  ROPEX_ALWAYS_INLINE static vec coefficients(const float* p, int n) { return n >= lanes ? vld1q_f32(p) : neon::load(p, n); }
 
   static vec from_doubles(f64::vec lo, f64::vec hi) { return vcvt_high_f32_f64(vcvt_f32_f64(lo), hi); }
 
-  static void rotate(vec& a, vec& b, vec c, vec s) {
+  ROPEX_ALWAYS_INLINE static void rotate(vec& a, vec& b, vec c, vec s) {
     const vec a2 = vfmsq_f32(vmulq_f32(a, c), b, s);  // a c - b s
     b = vfmaq_f32(vmulq_f32(b, c), a, s);             // b c + a s
     a = a2;
@@ -216,7 +216,7 @@ struct f32 {
     std::memcpy(p, image, static_cast<std::size_t>(2 * n) * sizeof(T));
   }
   static pair_coefficient pair_spread(vec v) { return v; }
-  static void rotate_pairs(pairs& v, pair_coefficient c, pair_coefficient s) { rotate(v.val[0], v.val[1], c, s); }
+  ROPEX_ALWAYS_INLINE static void rotate_pairs(pairs& v, pair_coefficient c, pair_coefficient s) { rotate(v.val[0], v.val[1], c, s); }
 
   static constexpr bool bf16_by_parity = false;  // untried: widening is cheap on NEON (vshll)
   template <class T>
