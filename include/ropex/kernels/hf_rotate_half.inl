@@ -559,11 +559,26 @@ void hf_whole_head_batch_as(const token_rows<T>& rows, const pair_range& range, 
 #endif
 
 // The first `pairs` pairs of every head de-interleaved in place: x[2i] to x[i], x[2i + 1] to
-// x[pairs + i] (exact: float values moved, not converted). A head is copied first, since its even
-// values land on inputs not yet read.
+// x[pairs + i] (exact: float values moved, not converted). Blocks in turn: a block's even values
+// land on values already read, its odd ones at pairs and above, on inputs of later blocks; so the
+// blocks whose values all lie below `pairs` are read in place and the values from the first block
+// that reaches `pairs` on are copied first: half the head, where the whole head was copied before
+// (AVX2 decode 1 x 32 x 128, Zen 3, A/B three rounds: 0.36-0.41 -> 0.39-0.47 of the exact rotation).
 inline void hf_deinterleave_heads(const token_rows<float>& rows, int pairs) {
   using B = hf_pair_block<float>;
   alignas(64) float copy[2 * hf_interleaved_max_pairs];
+  const int direct = pairs / (2 * B::pairs) * B::pairs;  // pairs read in place
+  const int from = 2 * direct, copied = 2 * pairs - from;
+  const auto move = [&](float* head, const float* values, int i, int n) ROPEX_ALWAYS_INLINE_LAMBDA {
+    const typename B::input x = B::read(values, 0, n);
+    if (n == B::pairs) {
+      f32::store(head + i, x.a);
+      f32::store(head + pairs + i, x.b);
+    } else {
+      f32::store(head + i, x.a, n);
+      f32::store(head + pairs + i, x.b, n);
+    }
+  };
   for (std::int64_t t = 0; t < rows.tokens; ++t)
     for (int v = 0; v < rows.count; ++v) {
       float* row = rows.row(v, t);
@@ -571,18 +586,11 @@ inline void hf_deinterleave_heads(const token_rows<float>& rows, int pairs) {
       for (std::int64_t h = 0; h < heads; ++h) {
         float* head = row + h * stride;
         int i = 0;  // the copy by vectors: a call to memcpy per head cost as much as the moves
-        for (; i + f32::lanes <= 2 * pairs; i += f32::lanes) f32::store(copy + i, f32::load(head + i));
-        if (i < 2 * pairs) f32::store(copy + i, f32::load(head + i, 2 * pairs - i), 2 * pairs - i);
-        for (i = 0; i + B::pairs <= pairs; i += B::pairs) {
-          const typename B::input x = B::read(copy + 2 * i, 0, B::pairs);
-          f32::store(head + i, x.a);
-          f32::store(head + pairs + i, x.b);
-        }
-        if (i < pairs) {
-          const typename B::input x = B::read(copy + 2 * i, 0, pairs - i);
-          f32::store(head + i, x.a, pairs - i);
-          f32::store(head + pairs + i, x.b, pairs - i);
-        }
+        for (; i + f32::lanes <= copied; i += f32::lanes) f32::store(copy + i, f32::load(head + from + i));
+        if (i < copied) f32::store(copy + i, f32::load(head + from + i, copied - i), copied - i);
+        for (i = 0; i < direct; i += B::pairs) move(head, head + 2 * i, i, B::pairs);
+        for (; i + B::pairs <= pairs; i += B::pairs) move(head, copy + 2 * i - from, i, B::pairs);
+        if (i < pairs) move(head, copy + 2 * i - from, i, pairs - i);
       }
     }
 }
