@@ -26,9 +26,9 @@
 
 // The kernels' small per-block functions: many instantiations make GCC's inliner give up on them,
 // and a call per block spills the coefficient registers (measured: 0.45 -> 0.30 of the roofline).
-// The ISA ops that GCC left out of line in the largest loops carry it too (objdump showed 128 to
-// 1073 calls each of coefficients, bf16_merge and e4m3_codes in the bench; AVX2 bfloat16 parity
-// decode, Zen 3: 0.051-0.056 -> 0.067-0.069 of the roofline).
+// The ISA ops that GCC, Clang or aarch64 GCC left out of line in the largest loops carry it too
+// (objdump: 41 to 1073 call sites each; AVX2 bfloat16 parity decode, Zen 3: 0.051-0.056 -> 0.067-0.069
+// of the roofline); tests/inlined_ops.cmake fails on any such call in the Release suite.
 #if defined(__GNUC__) || defined(__clang__)
 #define ROPEX_ALWAYS_INLINE __attribute__((always_inline)) inline
 #else
